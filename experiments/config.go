@@ -1,0 +1,152 @@
+package experiments
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gptlab/reports"
+)
+
+// A lab's config is a struct of defaults whose fields carry `set:"key"` (the
+// name used by --set key=value) and `help:"..."` tags. applySets overrides
+// fields from key=value pairs; an unknown key or a value of the wrong type is
+// an error naming it (exit status 2), never a silent no-op.
+
+// setFlag collects repeated --set key=value flags.
+type setFlag []string
+
+func (s *setFlag) String() string { return strings.Join(*s, " ") }
+
+// Set records one key=value pair.
+func (s *setFlag) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("--set %q: want key=value", v)
+	}
+	*s = append(*s, v)
+	return nil
+}
+
+// configField is one settable field of a config struct.
+type configField struct {
+	key  string
+	help string
+	v    reflect.Value
+}
+
+// configFields lists the settable fields of *cfg in declaration order.
+func configFields(cfg any) []configField {
+	rv := reflect.ValueOf(cfg)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("experiments: config must be a pointer to a struct, got %T", cfg))
+	}
+	rv = rv.Elem()
+	var out []configField
+	for i := 0; i < rv.NumField(); i++ {
+		f := rv.Type().Field(i)
+		key := f.Tag.Get("set")
+		if key == "" || key == "-" {
+			continue
+		}
+		out = append(out, configField{key: key, help: f.Tag.Get("help"), v: rv.Field(i)})
+	}
+	return out
+}
+
+// applySets applies key=value overrides to the config struct cfg points to.
+func applySets(cfg any, sets []string) error {
+	fields := configFields(cfg)
+	byKey := make(map[string]configField, len(fields))
+	for _, f := range fields {
+		byKey[f.key] = f
+	}
+	for _, kv := range sets {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return usageError("--set %q: want key=value", kv)
+		}
+		f, ok := byKey[k]
+		if !ok {
+			keys := make([]string, 0, len(byKey))
+			for key := range byKey {
+				keys = append(keys, key)
+			}
+			sort.Strings(keys)
+			return usageError("--set %s: unknown key %q (known: %s)", kv, k, strings.Join(keys, ", "))
+		}
+		if err := setValue(f.v, v); err != nil {
+			return usageError("--set %s: %v", kv, err)
+		}
+	}
+	return nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// setValue parses s into v according to v's type.
+func setValue(v reflect.Value, s string) error {
+	if v.Type() == durationType {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration", s)
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean", s)
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 0, v.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", s)
+		}
+		v.SetInt(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(s, 0, v.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("%q is not a non-negative integer", s)
+		}
+		v.SetUint(n)
+	case reflect.Float32, reflect.Float64:
+		x, err := strconv.ParseFloat(s, v.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("%q is not a number", s)
+		}
+		v.SetFloat(x)
+	case reflect.Slice:
+		parts := strings.Split(s, ",")
+		out := reflect.MakeSlice(v.Type(), len(parts), len(parts))
+		for i, p := range parts {
+			if err := setValue(out.Index(i), strings.TrimSpace(p)); err != nil {
+				return err
+			}
+		}
+		v.Set(out)
+	default:
+		return fmt.Errorf("field of type %s cannot be set", v.Type())
+	}
+	return nil
+}
+
+// configValues turns a config struct into the report's config section.
+func configValues(cfg any) reports.Values {
+	var out reports.Values
+	for _, f := range configFields(cfg) {
+		x := f.v.Interface()
+		if d, ok := x.(time.Duration); ok {
+			x = d.String()
+		}
+		out.Set(f.key, x)
+	}
+	return out
+}

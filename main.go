@@ -1,0 +1,16 @@
+// Command gptlab runs the labs of the chapter "Memory Planning, Precision,
+// and Distributed Execution" on a small GPT and prints their reports.
+// Everything is in the experiments package; this file only calls it.
+package main
+
+import (
+	"os"
+
+	_ "go4.org/unsafe/assume-no-moving-gc" // gorgonia panics at start on Go 1.26 without it
+
+	"gptlab/experiments"
+)
+
+func main() {
+	os.Exit(experiments.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

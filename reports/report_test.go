@@ -1,0 +1,189 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+func TestCell(t *testing.T) {
+	tests := []struct {
+		in   any
+		want string
+	}{
+		{1536, "1536"},
+		{int64(-3), "-3"},
+		{2.0, "2"},
+		{1.5, "1.500"},
+		{1.23456, "1.235"},
+		{12.3456, "12.35"},
+		{1234.56, "1235"},
+		{0.000123, "0.000123"},
+		{1.5e9, "1500000000"},
+		{1.25e20, "1.25e+20"},
+		{math.NaN(), "NaN"},
+		{float32(0.5), "0.5000"},
+		{true, "yes"},
+		{"text", "text"},
+	}
+	for _, tc := range tests {
+		if got := Cell(tc.in); got != tc.want {
+			t.Errorf("Cell(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestValuesKeepOrderThroughJSON(t *testing.T) {
+	var v Values
+	v.Set("zeta_bytes", 3)
+	v.Set("alpha_ms", 1.5)
+	v.Set("zeta_bytes", 4) // replacing keeps the first position
+	v.Set("nan_ratio", math.NaN())
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"zeta_bytes":4,"alpha_ms":1.5,"nan_ratio":null}`; string(b) != want {
+		t.Fatalf("Marshal = %s, want %s", b, want)
+	}
+	var back Values
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(back.Keys(), ",") != "zeta_bytes,alpha_ms,nan_ratio" {
+		t.Errorf("Unmarshal keys = %v", back.Keys())
+	}
+	if x, _ := back.Get("zeta_bytes"); x != 4.0 {
+		t.Errorf("zeta_bytes = %v, want 4", x)
+	}
+}
+
+func sample() *Report {
+	r := New("demo", "A demonstration")
+	r.Config.Set("seed", 1)
+	r.Metric("planned_peak_bytes", 1536)
+	t := r.AddTable("Arena", "planner", "peak bytes")
+	t.Row("independent", 2304)
+	t.Row("best-fit", 1536)
+	r.Check("plan verified", true, "no overlap among %d buffers", 3)
+	r.Note("b and a are live together at kernel 1.")
+	return r
+}
+
+func TestRenderFormats(t *testing.T) {
+	r := sample()
+	for _, format := range Formats {
+		t.Run(format, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := r.Render(&b, format); err != nil {
+				t.Fatal(err)
+			}
+			s := b.String()
+			for _, want := range []string{"1536", "best-fit"} {
+				if !strings.Contains(s, want) {
+					t.Errorf("%s output lacks %q:\n%s", format, want, s)
+				}
+			}
+		})
+	}
+	var b bytes.Buffer
+	if err := r.Render(&b, "xml"); err == nil {
+		t.Error("Render(xml) succeeded, want an error")
+	}
+}
+
+func TestJSONSchema(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"lab", "title", "config", "env", "metrics", "tables", "checks", "figures"} {
+		if _, ok := m[key]; !ok {
+			t.Errorf("JSON report lacks %q", key)
+		}
+	}
+}
+
+func TestFailedAndVerdict(t *testing.T) {
+	r := sample()
+	if r.Failed() {
+		t.Fatal("Failed() with all checks passing")
+	}
+	r.Check("bound respected", false, "peak 10 < bound 12")
+	if !r.Failed() {
+		t.Fatal("Failed() = false after a failing check")
+	}
+	var b bytes.Buffer
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "1 of 2 checks FAILED") {
+		t.Errorf("text report does not state the failure:\n%s", b.String())
+	}
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A writer that fails half way must leave the old file untouched.
+	err := WriteFileAtomic(path, WriterFunc(func(w io.Writer) error {
+		w.Write([]byte("half"))
+		return errors.New("interrupted")
+	}))
+	if err == nil {
+		t.Fatal("WriteFileAtomic succeeded with a failing writer")
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Fatalf("after a failed write the file holds %q, want %q", b, "old")
+	}
+	if err := WriteFileAtomic(path, WriterFunc(func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Fatalf("file holds %q, want %q", b, "new")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+func TestWriteFigures(t *testing.T) {
+	p := plot.New()
+	pts := plotter.XYs{{X: 0, Y: 1}, {X: 1, Y: 2}}
+	line, err := plotter.NewLine(pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Add(line)
+	r := New("demo", "figure")
+	r.AddFigure("curve", p, 4*vg.Inch, 3*vg.Inch)
+	dir := t.TempDir()
+	if err := r.WriteFigures(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range r.Figures {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(b) < 100 {
+			t.Errorf("figure %s: %d bytes, %v", name, len(b), err)
+		}
+	}
+	svg, _ := os.ReadFile(filepath.Join(dir, "curve.svg"))
+	if !bytes.HasPrefix(bytes.TrimSpace(svg), []byte("<?xml")) && !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("curve.svg is not SVG: %.60s", svg)
+	}
+}
