@@ -110,7 +110,10 @@ func (r *Report) WriteCSV(w io.Writer) error {
 
 // sections are the tables to print: the lab's own, then metrics and checks.
 func (r *Report) sections() []Table {
-	out := append([]Table(nil), r.Tables...)
+	out := make([]Table, 0, len(r.Tables)+2)
+	for _, t := range r.Tables {
+		out = append(out, *t)
+	}
 	if r.Metrics.Len() > 0 {
 		m := Table{Title: "Metrics", Columns: []string{"metric", "value"}}
 		for _, k := range r.Metrics.Keys() {

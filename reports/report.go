@@ -19,7 +19,7 @@ type Report struct {
 	Config  Values   `json:"config"`
 	Env     Env      `json:"env"`
 	Metrics Values   `json:"metrics"`
-	Tables  []Table  `json:"tables"`
+	Tables  []*Table `json:"tables"`
 	Checks  []Check  `json:"checks"`
 	Figures []string `json:"figures"`
 	// Notes are short paragraphs printed after the tables: what a figure
@@ -45,7 +45,7 @@ type Check struct {
 
 // New returns an empty report for a lab.
 func New(lab, title string) *Report {
-	return &Report{Lab: lab, Title: title, Tables: []Table{}, Checks: []Check{}, Figures: []string{}}
+	return &Report{Lab: lab, Title: title, Tables: []*Table{}, Checks: []Check{}, Figures: []string{}}
 }
 
 // Metric records a measured value. Names are snake_case with the unit as suffix.
@@ -53,8 +53,9 @@ func (r *Report) Metric(name string, v any) { r.Metrics.Set(name, v) }
 
 // AddTable appends a table and returns it for rows to be added.
 func (r *Report) AddTable(title string, columns ...string) *Table {
-	r.Tables = append(r.Tables, Table{Title: title, Columns: columns, Rows: [][]string{}})
-	return &r.Tables[len(r.Tables)-1]
+	t := &Table{Title: title, Columns: columns, Rows: [][]string{}}
+	r.Tables = append(r.Tables, t)
+	return t
 }
 
 // Row appends a row; each cell is formatted with Cell.

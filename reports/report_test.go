@@ -187,3 +187,17 @@ func TestWriteFigures(t *testing.T) {
 		t.Errorf("curve.svg is not SVG: %.60s", svg)
 	}
 }
+
+// TestAddTableKeepsEarlierTables: rows added through a table returned
+// earlier land in the report even after more tables were added.
+func TestAddTableKeepsEarlierTables(t *testing.T) {
+	r := New("demo", "tables")
+	first := r.AddTable("first", "a")
+	for i := 0; i < 10; i++ {
+		r.AddTable("more", "b")
+	}
+	first.Row(1)
+	if len(r.Tables[0].Rows) != 1 {
+		t.Fatalf("first table has %d rows, want 1", len(r.Tables[0].Rows))
+	}
+}
