@@ -56,8 +56,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 var errChecksFailed = errors.New("a check failed")
 
 func oneLine(err error) string {
-	s := strings.TrimPrefix(err.Error(), ErrUsage.Error()+": ")
-	return strings.ReplaceAll(s, "\n", "; ")
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 func dispatch(args []string, stdout, stderr io.Writer) error {
@@ -206,7 +205,10 @@ func RunLab(ctx context.Context, l *Lab, cfg any, opt Options) (r *reports.Repor
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			r, err = nil, fmt.Errorf("lab %s: internal error: %v\n%s", l.Name, p, debug.Stack())
+			if os.Getenv("GPTLAB_TRACE") != "" {
+				fmt.Fprintf(opt.Log, "%s\n", debug.Stack())
+			}
+			r, err = nil, fmt.Errorf("lab %s: internal error: %v (GPTLAB_TRACE=1 prints the stack)", l.Name, p)
 		}
 	}()
 	r, err = l.run(ctx, cfg, opt)

@@ -117,7 +117,13 @@ func Find(name string) (*Lab, error) {
 // one line and exits with status 2.
 var ErrUsage = errors.New("bad usage")
 
-// usageError wraps a message as bad input (exit status 2).
+// usageError makes a bad-input error (exit status 2) whose text is the
+// message alone; errors.Is(err, ErrUsage) holds for it.
 func usageError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, args...))
+	return &badInput{msg: fmt.Sprintf(format, args...)}
 }
+
+type badInput struct{ msg string }
+
+func (e *badInput) Error() string        { return e.msg }
+func (e *badInput) Is(target error) bool { return target == ErrUsage }

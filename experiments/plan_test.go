@@ -1,0 +1,95 @@
+package experiments
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gptlab/planner"
+)
+
+const planExample = "../planner/testdata/example.csv"
+
+func TestPlanCommand(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "solution.csv")
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"plan", planExample, "--algo", "best-fit", "--out", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("gptlab plan = exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"peak:", "lower bound: 1600 bytes", "peak/bound:", "time:", "verified:    yes"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bufs, offs, err := planner.ReadCSV(f)
+	if err != nil || offs == nil {
+		t.Fatalf("solution: %v (offsets %v)", err, offs)
+	}
+	p := planner.Problem{Buffers: bufs, Alignment: 1}
+	if err := planner.Check(p, planner.Plan{Offsets: offs, Peak: p.PeakOf(offs)}); err != nil {
+		t.Errorf("written solution fails verification: %v", err)
+	}
+	// Feeding the solution back checks its offsets too.
+	stdout.Reset()
+	if code := Main([]string{"plan", out}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "file offsets: peak") {
+		t.Errorf("gptlab plan SOLUTION = exit %d, output %q", code, stdout.String())
+	}
+}
+
+func TestPlanBadOffsetsReported(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "given.csv")
+	os.WriteFile(in, []byte("id,lower,upper,size,offset\na,0,2,8,0\nb,1,3,8,4\n"), 0o644)
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"plan", in, "--algo", "greedy-by-size"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), `REJECTED`) {
+		t.Errorf("plan of overlapping given offsets = exit %d, output %q", code, stdout.String())
+	}
+}
+
+func TestPlanBadUsage(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	os.WriteFile(bad, []byte("id,lower,upper,size\na,0,2,5\nb,0,2,0\n"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no file", []string{"plan"}, "no input file"},
+		{"two files", []string{"plan", planExample, planExample}, "one input file"},
+		{"unknown flag", []string{"plan", planExample, "--bogus"}, "-bogus"},
+		{"unknown planner", []string{"plan", planExample, "--algo", "nope"}, `"nope"`},
+		{"missing file", []string{"plan", filepath.Join(dir, "absent.csv")}, "absent.csv"},
+		{"bad row", []string{"plan", bad}, `line 3: size "0"`},
+		{"unwritable out", []string{"plan", planExample, "--out", filepath.Join(dir, "no", "dir", "x.csv")}, "--out"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := runPlan(tc.args[1:], &bytes.Buffer{}, &bytes.Buffer{})
+			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("plan %q = %v, want a usage error with %q", tc.args[1:], err, tc.want)
+			}
+			var stderr bytes.Buffer
+			if code := Main(tc.args, &bytes.Buffer{}, &stderr); code != 2 || strings.Count(stderr.String(), "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want 2 and one line", code, stderr.String())
+			}
+		})
+	}
+}
+
+func TestPlanDefaultAlgo(t *testing.T) {
+	want := "greedy-by-size"
+	if _, err := planner.Lookup("search"); err == nil {
+		want = "search"
+	}
+	if got := defaultPlanAlgo(); got != want {
+		t.Errorf("defaultPlanAlgo() = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,648 @@
+package experiments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot/vg"
+
+	"gptlab/planner"
+	"gptlab/reports"
+)
+
+// This file is the reuse lab: the chapter's worked examples of buffer
+// liveness and reuse, planned by every registered planner, each plan
+// verified twice (a sweep and a byte-pattern simulation) before any figure
+// is reported. A plan that fails verification stops the lab with an error.
+
+// reuseConfig holds the lab's settings and their defaults.
+type reuseConfig struct {
+	Alignment int64    `set:"alignment" help:"bytes every offset is a multiple of (a power of two)"`
+	Algos     []string `set:"algos" help:"planners to compare, comma-separated (empty: every registered planner)"`
+	Seeds     int      `set:"seeds" help:"random problems planned by each planner"`
+	RandomN   int      `set:"random-n" help:"temporaries in each random problem"`
+	Instances string   `set:"instances" help:"directory of MiniMalloc CSV files to plan as well (empty: none)"`
+	ScaleN    int      `set:"scale-n" help:"temporaries in the largest scale problem (0: skip the scale table)"`
+}
+
+func init() {
+	Register("reuse", "buffer liveness and reuse: planners, lower bound, verified by simulation",
+		reuseConfig{Alignment: 64, Algos: []string{}, Seeds: 20, RandomN: 200, ScaleN: 100_000}, runReuse)
+}
+
+// reusePlanned is one planner's verified plan of one problem.
+type reusePlanned struct {
+	algo planner.Algorithm
+	plan planner.Plan
+	took time.Duration
+}
+
+func runReuse(ctx context.Context, cfg *reuseConfig, opt Options) (*reports.Report, error) {
+	algos, err := reuseAlgos(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Quick { // the report's config shows what was run
+		cfg.Seeds, cfg.RandomN, cfg.ScaleN = min(cfg.Seeds, 5), min(cfg.RandomN, 60), min(cfg.ScaleN, 10_000)
+	}
+	seeds, n := cfg.Seeds, cfg.RandomN
+	r := reports.New("reuse", "Buffer liveness and reuse")
+	align := cfg.Alignment
+	r.Note("Every plan in this report was verified twice before it was reported: a sweep over time that keeps the live buffers ordered by offset, and a byte-pattern execution that writes each buffer's own pattern when it is written and reads it back at its last use. A plan failing either stops the lab with an error. Sizes are rounded up to the alignment (%d B) and every offset is a multiple of it. \"slots\" counts distinct offsets; plan µs is the planner alone, not the checks.", align)
+
+	steps := []func() error{
+		func() error { return reuseABC(ctx, r, algos, align) },
+		func() error { return reuseChain(ctx, r, algos, align) },
+		func() error { return reuseTouching(ctx, r, algos) },
+		func() error { return reuseBranched(ctx, r, algos, align) },
+		func() error { return reuseRandom(ctx, r, algos, align, opt.Seed, seeds, n) },
+		func() error { return reuseRefusals(r) },
+	}
+	if cfg.ScaleN > 0 {
+		steps = append(steps, func() error { return reuseScale(ctx, r, algos, align, opt.Seed, cfg.ScaleN) })
+	}
+	if cfg.Instances != "" {
+		steps = append(steps, func() error { return reuseInstances(ctx, r, algos, cfg.Instances) })
+	}
+	for _, step := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// reuseAlgos checks the settings and resolves the planners to compare.
+func reuseAlgos(cfg *reuseConfig) ([]planner.Algorithm, error) {
+	if a := cfg.Alignment; a <= 0 || a&(a-1) != 0 {
+		return nil, usageError("--set alignment=%d: not a power of two", a)
+	}
+	if cfg.Seeds < 1 {
+		return nil, usageError("--set seeds=%d: want at least 1", cfg.Seeds)
+	}
+	if cfg.RandomN < 1 {
+		return nil, usageError("--set random-n=%d: want at least 1", cfg.RandomN)
+	}
+	if cfg.ScaleN < 0 || cfg.ScaleN > 10_000_000 {
+		return nil, usageError("--set scale-n=%d: want 0 to 10000000", cfg.ScaleN)
+	}
+	if cfg.Instances != "" {
+		if files, _ := filepath.Glob(filepath.Join(cfg.Instances, "*.csv")); len(files) == 0 {
+			return nil, usageError("--set instances=%s: no CSV files there", cfg.Instances)
+		}
+	}
+	if len(cfg.Algos) == 0 {
+		return planner.Algorithms(), nil
+	}
+	var algos []planner.Algorithm
+	for _, name := range cfg.Algos {
+		a, err := planner.Lookup(name)
+		if err != nil {
+			return nil, usageError("--set algos=%s: %v", strings.Join(cfg.Algos, ","), err)
+		}
+		algos = append(algos, a)
+	}
+	return algos, nil
+}
+
+// reusePlanAll plans p with every planner, verifying each plan; a plan that
+// fails verification is an error naming the planner and the problem.
+func reusePlanAll(ctx context.Context, what string, p planner.Problem, algos []planner.Algorithm) ([]reusePlanned, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := make([]reusePlanned, 0, len(algos))
+	for _, a := range algos {
+		t0 := time.Now()
+		pl, err := a.Place(ctx, p)
+		took := time.Since(t0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: planner %s: %w", what, a.Name, err)
+		}
+		if err := planner.Check(p, pl); err != nil {
+			return nil, fmt.Errorf("%s: planner %s: plan fails verification: %w", what, a.Name, err)
+		}
+		out = append(out, reusePlanned{algo: a, plan: pl, took: took})
+	}
+	return out, nil
+}
+
+// reuseTable plans p with every planner and adds the standard table.
+func reuseTable(ctx context.Context, r *reports.Report, title string, p planner.Problem, algos []planner.Algorithm) ([]reusePlanned, error) {
+	plans, err := reusePlanAll(ctx, title, p, algos)
+	if err != nil {
+		return nil, err
+	}
+	t := r.AddTable(title, "planner", "peak", "peak bytes", "lower bound bytes", "peak/bound",
+		"saved vs naive bytes", "saved", "slots", "plan µs", "verified")
+	bound, naive := p.Bound(), p.Naive()
+	for _, pp := range plans {
+		t.Row(pp.algo.Name, planner.FormatBytes(pp.plan.Peak), pp.plan.Peak, bound, reuseRatio(pp.plan.Peak, bound),
+			naive-pp.plan.Peak, fmt.Sprintf("%.1f%%", 100*float64(naive-pp.plan.Peak)/float64(max(naive, 1))),
+			pp.plan.Slots(), float64(pp.took.Nanoseconds())/1e3, "sweep + simulation")
+	}
+	for _, pp := range plans {
+		if pp.plan.Peak < bound {
+			r.Check(title+": "+pp.algo.Name+" respects the lower bound", false,
+				"peak %d below the bound %d: the bound or the verifier is wrong", pp.plan.Peak, bound)
+		}
+	}
+	return plans, nil
+}
+
+// reusePeak returns the peak of the named planner's plan, or -1.
+func reusePeak(plans []reusePlanned, name string) int64 {
+	for _, pp := range plans {
+		if pp.algo.Name == name {
+			return pp.plan.Peak
+		}
+	}
+	return -1
+}
+
+// reuseRoundUp rounds x up to a multiple of align, a power of two.
+func reuseRoundUp(x, align int64) int64 { return (x + align - 1) &^ (align - 1) }
+
+func reuseRatio(a, b int64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
+}
+
+// reuseChapter records a check of a computed figure against the chapter's.
+// The chapter's figures assume no rounding; when the alignment rounds a
+// size of the example (exact is false), the figure is compared with alt,
+// the same quantity computed another way for the aligned problem (altName
+// says which), and the detail says so.
+func reuseChapter(r *reports.Report, name string, got, chapter int64, exact bool, alt int64, altName string) {
+	if !exact {
+		r.Check(name+" (aligned: compared with the "+altName+")", got == alt,
+			"the alignment rounds the example's sizes, so the chapter's %s does not apply; computed %s, %s %s",
+			planner.FormatBytes(chapter), planner.FormatBytes(got), altName, planner.FormatBytes(alt))
+		return
+	}
+	r.Check(name, got == chapter, "computed %s, chapter %s", planner.FormatBytes(got), planner.FormatBytes(chapter))
+}
+
+// reuseUnrounded reports whether the alignment divides every size of p.
+func reuseUnrounded(p planner.Problem) bool {
+	for _, b := range p.Buffers {
+		if b.Size%p.Alignment != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func reuseABC(ctx context.Context, r *reports.Report, algos []planner.Algorithm, align int64) error {
+	p, err := planner.Lower(planner.ABC(false), align)
+	if err != nil {
+		return err
+	}
+	plans, err := reuseTable(ctx, r, "a (1024 B, kernels 0-2), b (512 B, kernel 1), c (768 B, kernels 3-4)", p, algos)
+	if err != nil {
+		return err
+	}
+	exact := reuseUnrounded(p)
+	bf := reusePeak(plans, "best-fit")
+	ind, err := reusePlanAll(ctx, "a/b/c", p, reuseNamed("independent"))
+	if err != nil {
+		return err
+	}
+	reuseChapter(r, "a/b/c: best-fit arena is the chapter's 1536 B", bf, 1536, exact, p.Bound(), "lower bound")
+	reuseChapter(r, "a/b/c: independent storage is the chapter's 2304 B", ind[0].plan.Peak, 2304, exact, p.Naive(), "sum of aligned sizes")
+	r.Metric("planned_peak_bytes", bf)
+	r.Metric("independent_bytes", ind[0].plan.Peak)
+
+	late, err := planner.Lower(planner.ABC(true), align)
+	if err != nil {
+		return err
+	}
+	lplans, err := reuseTable(ctx, r, "The same with b produced by kernel 2 (the kernel of a's last read) and read by kernel 3", late, algos)
+	if err != nil {
+		return err
+	}
+	lbf := reusePeak(lplans, "best-fit")
+	r.Metric("abc_late_b_peak_bytes", lbf)
+	r.Check("a/b/c, b at kernels 2-3: b shares with nobody, arena equals the bound", lbf == late.Bound(),
+		"best-fit %s, bound %s (a and b live together at kernel 2, b and c at kernel 3)", planner.FormatBytes(lbf), planner.FormatBytes(late.Bound()))
+	r.Note("With b produced by kernel 2, the kernel that last reads a, b cannot take a's storage (the rule is a.Last < b.First, and 2 < 2 fails), and read by kernel 3 it cannot give its storage to c either. The arena is still %s: b never shared in the first version (it sat beside a at kernel 1, too small for c), and c still takes a's slot at kernel 3.", planner.FormatBytes(lbf))
+
+	// The eager off-by-one: treating the inclusive last read as the
+	// half-open end lets b overwrite a while kernel 2 still reads it.
+	eager := late
+	eager.Buffers = slices.Clone(late.Buffers)
+	for i := range eager.Buffers {
+		eager.Buffers[i].End--
+	}
+	if err := eager.Validate(); err != nil {
+		return err
+	}
+	bug, err := reusePlanAll(ctx, "a/b/c with eager ends", eager, reuseNamed("best-fit"))
+	if err != nil {
+		return err
+	}
+	sweepErr := planner.VerifyNoOverlap(late, bug[0].plan)
+	simErr := planner.Simulate(late, bug[0].plan)
+	t := r.AddTable("Off by one, eager: a buffer freed at its last read rather than after it (b at kernels 2-3)",
+		"plan", "peak bytes", "sweep on the true lifetimes", "simulation on the true lifetimes")
+	t.Row("best-fit, ends one step early", bug[0].plan.Peak, reuseVerdict(sweepErr), reuseVerdict(simErr))
+	r.Check("eager off-by-one plan is rejected by both verifications", sweepErr != nil && simErr != nil,
+		"sweep: %v; simulation: %v", sweepErr, simErr)
+	return nil
+}
+
+// reuseNamed returns one of the planner package's own algorithms, which
+// are always registered.
+func reuseNamed(name string) []planner.Algorithm {
+	a, err := planner.Lookup(name)
+	if err != nil {
+		panic(err)
+	}
+	return []planner.Algorithm{a}
+}
+
+func reuseVerdict(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	return "rejected: " + strings.TrimPrefix(err.Error(), planner.ErrBadPlan.Error()+": ")
+}
+
+func reuseChain(ctx context.Context, r *reports.Report, algos []planner.Algorithm, align int64) error {
+	const mib = 1 << 20
+	lt := r.AddTable("Six-op residual chain: lifetimes derived from the reads (one op per step)",
+		"step", "op", "writes", "reads", "first write", "last read", "kind")
+	chain := planner.ResidualChain(64*mib, false)
+	temps, err := chain.Temps()
+	if err != nil {
+		return err
+	}
+	for i, op := range chain.Ops {
+		lt.Row(i, op.Fn, op.Out, strings.Join(op.In, ", "), temps[i].First, temps[i].Last, temps[i].Kind.String())
+	}
+	figures := r.AddTable("Six-op residual chain: naive, reuse and in-place (best-fit), and the lower bound",
+		"per buffer", "variant", "naive", "reuse", "reuse + in-place", "bound (reuse)", "bound (in-place)")
+	type figs struct{ naive, reuse, inPlace, bound, inPlaceBound int64 }
+	compute := func(size int64, mut func(*planner.Program), table bool) (figs, error) {
+		var f figs
+		for _, inPlace := range []bool{false, true} {
+			prog := planner.ResidualChain(size, inPlace)
+			mut(&prog)
+			p, _, err := prog.Problem(align)
+			if err != nil {
+				return f, err
+			}
+			what := fmt.Sprintf("residual chain %s", planner.FormatBytes(size))
+			if inPlace {
+				what += " in-place"
+				plans, err := reusePlanAll(ctx, what, p, algos)
+				if err != nil {
+					return f, err
+				}
+				f.inPlace, f.inPlaceBound = reusePeak(plans, "best-fit"), p.Bound()
+				continue
+			}
+			var plans []reusePlanned
+			if table {
+				plans, err = reuseTable(ctx, r, "Six-op residual chain, "+planner.FormatBytes(size)+" per buffer", p, algos)
+			} else {
+				plans, err = reusePlanAll(ctx, what, p, algos)
+			}
+			if err != nil {
+				return f, err
+			}
+			f.naive, f.reuse, f.bound = p.Naive(), reusePeak(plans, "best-fit"), p.Bound()
+		}
+		return f, nil
+	}
+	none := func(*planner.Program) {}
+	var at [2]figs
+	for k, size := range []int64{64 * mib, 128 * mib} {
+		if at[k], err = compute(size, none, true); err != nil {
+			return err
+		}
+		f := at[k]
+		figures.Row(planner.FormatBytes(size), "x loaded into the arena", planner.FormatBytes(f.naive), planner.FormatBytes(f.reuse),
+			planner.FormatBytes(f.inPlace), planner.FormatBytes(f.bound), planner.FormatBytes(f.inPlaceBound))
+	}
+	owned, err := compute(64*mib, func(p *planner.Program) { p.Inputs = []string{"x"} }, false)
+	if err != nil {
+		return err
+	}
+	figures.Row(planner.FormatBytes(64*mib), "x the caller's (kept to the end)", planner.FormatBytes(owned.naive), planner.FormatBytes(owned.reuse),
+		planner.FormatBytes(owned.inPlace), planner.FormatBytes(owned.bound), planner.FormatBytes(owned.inPlaceBound))
+
+	f := at[0]
+	exact := align <= 64*mib
+	p64, _, _ := planner.ResidualChain(64*mib, false).Problem(align)
+	reuseChapter(r, "residual chain: naive is the chapter's 384 MB", f.naive, 384*mib, exact, 6*reuseRoundUp(64*mib, align), "six aligned buffers")
+	reuseChapter(r, "residual chain: reuse is the chapter's 192 MB", f.reuse, 192*mib, exact, p64.Bound(), "lower bound")
+	r.Check("residual chain: reuse equals the most bytes live at once (x, b, c at step 3)", f.reuse == f.bound,
+		"best-fit %s, bound %s", planner.FormatBytes(f.reuse), planner.FormatBytes(f.bound))
+	pin, _, _ := planner.ResidualChain(64*mib, true).Problem(align)
+	reuseChapter(r, "residual chain: in-place folds one more slot, the chapter's 128 MB", f.inPlace, 128*mib, exact, pin.Bound(), "lower bound")
+	g := at[1]
+	r.Check("residual chain: at 128 MB per buffer every figure doubles",
+		g.naive == 2*f.naive && g.reuse == 2*f.reuse && g.inPlace == 2*f.inPlace && g.bound == 2*f.bound,
+		"naive %s, reuse %s, in-place %s, bound %s", planner.FormatBytes(g.naive), planner.FormatBytes(g.reuse),
+		planner.FormatBytes(g.inPlace), planner.FormatBytes(g.bound))
+	r.Note("The residual chain's x is loaded into the arena by op 0 and is free after its last read (op 3). If x were the caller's buffer instead, kept to the end, it would hold a slot throughout: reuse stays %s, but in-place can no longer fold a slot (%s), because at step 4 x, the merged a/b/c and d are live together.",
+		planner.FormatBytes(owned.reuse), planner.FormatBytes(owned.inPlace))
+	r.Metric("chain_naive_bytes", f.naive)
+	r.Metric("chain_reuse_bytes", f.reuse)
+	r.Metric("chain_inplace_bytes", f.inPlace)
+	r.Metric("chain_bound_bytes", f.bound)
+	return nil
+}
+
+func reuseTouching(ctx context.Context, r *reports.Report, algos []planner.Algorithm) error {
+	p, err := planner.Lower(planner.Touching(), 1)
+	if err != nil {
+		return err
+	}
+	plans, err := reuseTable(ctx, r, "Sizes 100/80/60 live at steps [0,1], [1,2], [2,3] (half-open [0,2), [1,3), [2,4)); no alignment", p, algos)
+	if err != nil {
+		return err
+	}
+	incl := p
+	incl.Buffers = slices.Clone(p.Buffers)
+	for i := range incl.Buffers {
+		incl.Buffers[i].End++ // the bug: the half-open end read as still live
+	}
+	bugPlans, err := reusePlanAll(ctx, "100/80/60 with inclusive ends", incl, reuseNamed("best-fit"))
+	if err != nil {
+		return err
+	}
+	bf, bug := reusePeak(plans, "best-fit"), bugPlans[0].plan.Peak
+	t := r.AddTable("Off by one, conservative: the half-open end read as inclusive", "reading of [start, end)", "best-fit peak bytes", "lower bound bytes")
+	t.Row("half-open (correct)", bf, p.Bound())
+	t.Row("end read as inclusive (the bug)", bug, incl.Bound())
+	reuseChapter(r, "100/80/60: the correct plan needs the chapter's 180 B", bf, 180, true, 0, "")
+	reuseChapter(r, "100/80/60: reading the end as inclusive needs the chapter's 240 B", bug, 240, true, 0, "")
+	r.Metric("touching_peak_bytes", bf)
+	r.Metric("touching_inclusive_bug_bytes", bug)
+	return nil
+}
+
+func reuseBranched(ctx context.Context, r *reports.Report, algos []planner.Algorithm, align int64) error {
+	prog := planner.Branched(false)
+	p, temps, err := prog.Problem(align)
+	if err != nil {
+		return err
+	}
+	lt := r.AddTable("Branched graph: lifetimes (a view, a retained value, a late consumer)",
+		"step", "op", "writes", "bytes", "reads", "first write", "last read", "kind", "planned as [start, end)")
+	byID := map[string]planner.Buffer{}
+	for _, b := range p.Buffers {
+		byID[b.ID] = b
+	}
+	for i, op := range prog.Ops {
+		planned := "no storage (view of " + temps[i].Of + ")"
+		if b, ok := byID[op.Out]; ok {
+			planned = fmt.Sprintf("[%d, %d)", b.Start, b.End)
+		}
+		lt.Row(i, op.Fn, op.Out, planner.FormatBytes(op.Size), strings.Join(op.In, ", "), temps[i].First, temps[i].Last, temps[i].Kind.String(), planned)
+	}
+	plans, err := reuseTable(ctx, r, "Branched graph", p, algos)
+	if err != nil {
+		return err
+	}
+	pin, _, err := planner.Branched(true).Problem(align)
+	if err != nil {
+		return err
+	}
+	inPlans, err := reuseTable(ctx, r, "Branched graph with gelu and add in place", pin, algos)
+	if err != nil {
+		return err
+	}
+	best := plans[0]
+	for _, pp := range plans {
+		if pp.plan.Peak < best.plan.Peak {
+			best = pp
+		}
+	}
+	bfIn := reusePeak(inPlans, "best-fit")
+	r.Check("branched graph: in-place does not cost memory", bfIn <= reusePeak(plans, "best-fit"),
+		"best-fit %s with in-place, %s without", planner.FormatBytes(bfIn), planner.FormatBytes(reusePeak(plans, "best-fit")))
+	r.Metric("branched_naive_bytes", p.Naive())
+	r.Metric("branched_bound_bytes", p.Bound())
+	r.Metric("branched_best_peak_bytes", best.plan.Peak)
+
+	naive, err := reusePlanAll(ctx, "branched graph", p, reuseNamed("independent"))
+	if err != nil {
+		return err
+	}
+	for _, fig := range []struct {
+		name, title string
+		plan        planner.Plan
+	}{
+		{"timeline-naive", "Branched graph, independent storage", naive[0].plan},
+		{"timeline-planned", "Branched graph, planned by " + best.algo.Name, best.plan},
+	} {
+		plt, err := planner.Timeline(fig.title, p, fig.plan, p.Naive())
+		if err != nil {
+			return err
+		}
+		r.AddFigure(fig.name, plt, 6*vg.Inch, 4*vg.Inch)
+	}
+	r.Note("Figures timeline-naive and timeline-planned draw the branched graph as the chapter's widget does: time on x, arena offset on y, one rectangle per value over its lifetime, on the same scale. The retained r and the input x hold their bytes to the end; the view f has no rectangle of its own and keeps p alive until the head reads it at the last step.")
+	return nil
+}
+
+func reuseRandom(ctx context.Context, r *reports.Report, algos []planner.Algorithm, align, seed int64, seeds, n int) error {
+	spec := planner.RandomSpec{N: n, Horizon: int64(max(n/2, 1)), MaxLife: 12, MinSize: 256, MaxSize: 64 << 10}
+	type acc struct {
+		sum, worst, best float64
+		saved, slots     float64
+		took             time.Duration
+		ok               int
+	}
+	stats := make([]acc, len(algos))
+	for k := range stats {
+		stats[k].best = math.Inf(1)
+	}
+	for s := range seeds {
+		p := planner.Problem{Buffers: planner.Random(uint64(seed)*1_000_003+uint64(s), spec), Alignment: align}
+		plans, err := reusePlanAll(ctx, fmt.Sprintf("random problem %d", s), p, algos)
+		if err != nil {
+			return err
+		}
+		bound, naive := p.Bound(), p.Naive()
+		for k, pp := range plans {
+			q := reuseRatio(pp.plan.Peak, bound)
+			st := &stats[k]
+			st.sum += q
+			st.worst, st.best = max(st.worst, q), min(st.best, q)
+			st.saved += float64(naive-pp.plan.Peak) / float64(naive)
+			st.took += pp.took
+			st.slots += float64(pp.plan.Slots())
+			if pp.plan.Peak >= bound {
+				st.ok++
+			}
+		}
+	}
+	t := r.AddTable(fmt.Sprintf("Random lifetimes: %d problems of %d temporaries (start uniform over %d steps, life 1-%d steps, %s to %s)",
+		seeds, n, spec.Horizon, spec.MaxLife, planner.FormatBytes(spec.MinSize), planner.FormatBytes(spec.MaxSize)),
+		"planner", "problems", "n", "mean peak/bound", "best", "worst", "mean saved vs naive", "mean slots", "mean plan µs", "verified")
+	for k, a := range algos {
+		st := stats[k]
+		t.Row(a.Name, seeds, n, st.sum/float64(seeds), st.best, st.worst,
+			fmt.Sprintf("%.1f%%", 100*st.saved/float64(seeds)), st.slots/float64(seeds), float64(st.took.Nanoseconds())/1e3/float64(seeds),
+			fmt.Sprintf("%d/%d", seeds, seeds))
+		r.Check("random lifetimes: "+a.Name+" never beats the lower bound", st.ok == seeds,
+			"%d of %d plans at or above the bound (worst ratio %.4f, best %.4f)", st.ok, seeds, st.worst, st.best)
+		key := "random_" + strings.ReplaceAll(a.Name, "-", "_")
+		r.Metric(key+"_mean_ratio", st.sum/float64(seeds))
+		r.Metric(key+"_max_ratio", st.worst)
+	}
+	return nil
+}
+
+// reuseRefusals judges in-place and donation requests and tabulates the
+// verdicts with their reasons.
+func reuseRefusals(r *reports.Report) error {
+	const mib = 1 << 20
+	chain := planner.ResidualChain(64*mib, false)
+	owned := planner.ResidualChain(64*mib, false)
+	owned.Inputs = []string{"x"}
+	donated := owned
+	donated.Donated = []string{"x"}
+	bigger := planner.ResidualChain(64*mib, false)
+	bigger.Ops[2].Size = 128 * mib
+	br := planner.Branched(false)
+	tests := []struct {
+		program, request string
+		p                planner.Program
+		op               int
+		in               string
+		legal            bool
+	}{
+		{"residual chain", "bias writes b over a", chain, 2, "a", true},
+		{"residual chain", "gelu+add writes c over b", chain, 3, "b", true},
+		{"residual chain", "matmul writes a over x", chain, 1, "x", false},
+		{"residual chain", "matmul writes a over the weight W", chain, 1, "W", false},
+		{"chain, x the caller's", "gelu+add writes c over x", owned, 3, "x", false},
+		{"chain, x donated", "gelu+add writes c over x", donated, 3, "x", true},
+		{"chain, bias output 128 MiB", "bias writes b over a", bigger, 2, "a", false},
+		{"branched graph", "pool writes p over r (retained)", br, 3, "r", false},
+		{"branched graph", "upsample writes q over p", br, 6, "p", false},
+		{"branched graph", "head writes y over the view f", br, 9, "f", false},
+		{"branched graph", "gelu writes t over s", br, 5, "s", true},
+	}
+	t := r.AddTable("In-place and donation requests", "program", "request", "verdict", "reason")
+	wrong := 0
+	for _, tc := range tests {
+		err := tc.p.Legal(tc.op, tc.in)
+		if err != nil && !errors.Is(err, planner.ErrRefused) {
+			return err
+		}
+		verdict, reason := "allowed", "the op is the last reader and the storage is the program's"
+		var refusal *planner.Refusal
+		if errors.As(err, &refusal) {
+			verdict, reason = "refused", refusal.Reason
+		}
+		t.Row(tc.program, tc.request, verdict, reason)
+		if (err == nil) != tc.legal {
+			wrong++
+		}
+	}
+	r.Check("in-place and donation requests judged as the rules say", wrong == 0,
+		"%d of %d requests judged otherwise", wrong, len(tests))
+	return nil
+}
+
+// reuseInstances plans every CSV file in dir (MiniMalloc's format).
+func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algorithm, dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.csv"))
+	if err != nil || len(files) == 0 {
+		return usageError("--set instances=%s: no CSV files there", dir)
+	}
+	slices.Sort(files)
+	t := r.AddTable("Instances from "+dir+" (capacity from a file named NAME.CAPACITY.csv, as MiniMalloc's are)",
+		"file", "buffers", "planner", "peak bytes", "lower bound bytes", "peak/bound", "peak/capacity", "plan ms")
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			return usageError("--set instances: %v", err)
+		}
+		bufs, _, err := planner.ReadCSV(f)
+		f.Close()
+		if err != nil {
+			return usageError("%s: %v", file, err)
+		}
+		p := planner.Problem{Buffers: bufs, Alignment: 1}
+		plans, err := reusePlanAll(ctx, filepath.Base(file), p, algos)
+		if err != nil {
+			return err
+		}
+		capacity := int64(0) // unknown
+		if parts := strings.Split(filepath.Base(file), "."); len(parts) == 3 {
+			capacity, _ = strconv.ParseInt(parts[1], 10, 64)
+		}
+		for _, pp := range plans {
+			perCap := "-"
+			if capacity > 0 {
+				perCap = reports.Cell(reuseRatio(pp.plan.Peak, capacity))
+			}
+			t.Row(filepath.Base(file), len(bufs), pp.algo.Name, pp.plan.Peak, p.Bound(), reuseRatio(pp.plan.Peak, p.Bound()),
+				perCap, float64(pp.took.Nanoseconds())/1e6)
+		}
+	}
+	return nil
+}
+
+// reuseScale times the O(n log n) planner and both verifiers, and TFLite's
+// greedy-by-size, on long random schedules of n/10 and n temporaries. The
+// search and any other registered planner are left out: they are built
+// for small hard instances, not for a million buffers.
+func reuseScale(ctx context.Context, r *reports.Report, algos []planner.Algorithm, align, seed int64, n int) error {
+	t := r.AddTable("Scale: long random schedules, plan and verification times",
+		"planner", "n", "most live at once", "peak/bound", "plan ms", "plan ns/buffer", "sweep ms", "simulation ms", "check ns/buffer")
+	for _, size := range []int{max(n/10, 1), n} {
+		p := planner.Problem{Buffers: planner.Random(uint64(seed)+uint64(size), planner.ScaleSpec(size)), Alignment: align}
+		bound := p.Bound()
+		count := slices.Clone(p.Buffers)
+		for i := range count {
+			count[i].Size = 1
+		}
+		live := planner.LowerBound(count) // most buffers live at one instant
+		for _, a := range algos {
+			if a.Name != "best-fit" && a.Name != "greedy-by-size" {
+				continue
+			}
+			t0 := time.Now()
+			pl, err := a.Place(ctx, p)
+			took := time.Since(t0)
+			if err != nil {
+				return fmt.Errorf("scale %d: %s: %w", size, a.Name, err)
+			}
+			t1 := time.Now()
+			if err := planner.VerifyNoOverlap(p, pl); err != nil {
+				return fmt.Errorf("scale %d: %s: %w", size, a.Name, err)
+			}
+			t2 := time.Now()
+			if err := planner.Check(p, pl); err != nil { // the simulation, and the rest
+				return fmt.Errorf("scale %d: %s: %w", size, a.Name, err)
+			}
+			sweep := t2.Sub(t1)
+			check := time.Since(t2)
+			t.Row(a.Name, size, live, reuseRatio(pl.Peak, bound), took.Seconds()*1e3, float64(took.Nanoseconds())/float64(size),
+				sweep.Seconds()*1e3, (check-sweep).Seconds()*1e3, float64(check.Nanoseconds())/float64(size))
+		}
+	}
+	r.Note("Scale: best-fit and both verifiers are O(n log n) (sorts, heaps and a 64-ary bit tree), so their time per buffer grows only slowly from n/10 to n; greedy-by-size is TFLite's algorithm, O(n²) when every buffer overlaps every other, and here pays for the k buffers each one overlaps. Check's time includes a second sweep; the simulation column subtracts it. Times are wall clock on a shared machine: compare ratios within one run.")
+	return nil
+}

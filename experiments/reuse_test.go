@@ -1,0 +1,133 @@
+package experiments
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"gptlab/planner"
+)
+
+func runReuseForTest(t *testing.T, sets ...string) (*reuseConfig, error) {
+	t.Helper()
+	l, err := Find("reuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := l.config()
+	if err := applySets(cfg, sets); err != nil {
+		return nil, err
+	}
+	r, err := RunLab(context.Background(), l, cfg, Options{Seed: 1, Quick: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range r.Checks {
+		if !c.Pass {
+			t.Errorf("check %q failed: %s", c.Name, c.Detail)
+		}
+	}
+	if len(r.Checks) < 10 {
+		t.Errorf("only %d checks", len(r.Checks))
+	}
+	want := map[string]float64{"touching_peak_bytes": 180, "touching_inclusive_bug_bytes": 240}
+	if len(sets) == 0 {
+		want["independent_bytes"], want["planned_peak_bytes"] = 2304, 1536
+		want["chain_reuse_bytes"], want["chain_inplace_bytes"] = 192<<20, 128<<20
+	}
+	for k, v := range want {
+		if got, ok := r.Metrics.Get(k); !ok || toFloat(got) != v {
+			t.Errorf("metric %s = %v, want %v", k, got, v)
+		}
+	}
+	if len(r.FigureList()) != 2 {
+		t.Errorf("%d figures, want the naive and planned timelines", len(r.FigureList()))
+	}
+	return cfg.(*reuseConfig), nil
+}
+
+func toFloat(x any) float64 {
+	switch v := x.(type) {
+	case int64:
+		return float64(v)
+	case int:
+		return float64(v)
+	case float64:
+		return v
+	}
+	return -1
+}
+
+func TestReuseLab(t *testing.T) {
+	cfg, err := runReuseForTest(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Seeds != 5 || cfg.RandomN != 60 {
+		t.Errorf("--quick ran seeds=%d random-n=%d, want 5 and 60", cfg.Seeds, cfg.RandomN)
+	}
+}
+
+// TestReuseLabAligned: with an alignment that rounds the examples' sizes,
+// the chapter's unaligned figures are compared with the bound instead, and
+// every check still holds.
+func TestReuseLabAligned(t *testing.T) {
+	if _, err := runReuseForTest(t, "alignment=4096", "algos=best-fit,greedy-by-size", "scale-n=0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReuseLabInstances(t *testing.T) {
+	if _, err := runReuseForTest(t, "instances=../planner/testdata", "algos=best-fit,greedy-by-size", "scale-n=0"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReuseBadConfig(t *testing.T) {
+	tests := []struct {
+		set, want string
+	}{
+		{"alignment=48", "alignment=48"},
+		{"alignment=0", "alignment=0"},
+		{"algos=nope", "nope"},
+		{"seeds=0", "seeds=0"},
+		{"random-n=-1", "random-n=-1"},
+		{"scale-n=-5", "scale-n=-5"},
+		{"instances=/no/such/dir", "/no/such/dir"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.set, func(t *testing.T) {
+			l, _ := Find("reuse")
+			cfg := l.config()
+			if err := applySets(cfg, []string{tc.set}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := RunLab(context.Background(), l, cfg, Options{Quick: true})
+			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run reuse --set %s = %v, want a usage error naming %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReuseRejectsBadPlan: a planner with an overlap bug makes the lab's
+// planning step fail with an error, not a report.
+func TestReuseRejectsBadPlan(t *testing.T) {
+	bf, _ := planner.Lookup("best-fit")
+	buggy := planner.Algorithm{Name: "buggy", Place: func(ctx context.Context, p planner.Problem) (planner.Plan, error) {
+		pl, err := bf.Place(ctx, p)
+		pl.Offsets[1] = pl.Offsets[0] // a and b are live together at kernel 1
+		return pl, err
+	}}
+	p, err := planner.Lower(planner.ABC(false), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reusePlanAll(context.Background(), "a/b/c", p, []planner.Algorithm{bf, buggy}); !errors.Is(err, planner.ErrBadPlan) || !strings.Contains(err.Error(), "buggy") {
+		t.Errorf("reusePlanAll with a buggy planner = %v, want ErrBadPlan naming it", err)
+	}
+	if _, err := reusePlanAll(context.Background(), "a/b/c", p, []planner.Algorithm{bf}); err != nil {
+		t.Errorf("reusePlanAll(best-fit) = %v", err)
+	}
+}

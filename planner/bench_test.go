@@ -1,0 +1,120 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// scaleNs are the problem sizes of the scale benchmarks.
+var scaleNs = []int{1_000, 10_000, 100_000, 1_000_000}
+
+// scaleProblem is the random workload of ScaleSpec(n), aligned to 64.
+func scaleProblem(n int) Problem {
+	return Problem{Buffers: Random(uint64(n), ScaleSpec(n)), Alignment: 64}
+}
+
+// benchPerBuffer runs f on problems of every size and reports ns/buffer,
+// which stays nearly flat for an O(n log n) method.
+func benchPerBuffer(b *testing.B, f func(b *testing.B, p Problem, pl Plan)) {
+	for _, n := range scaleNs {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			p := scaleProblem(n)
+			pl, err := placeBestFit(context.Background(), p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			f(b, p, pl)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/buffer")
+		})
+	}
+}
+
+func BenchmarkBestFit(b *testing.B) {
+	benchPerBuffer(b, func(b *testing.B, p Problem, _ Plan) {
+		for b.Loop() {
+			if _, err := placeBestFit(context.Background(), p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkGreedyBySize(b *testing.B) {
+	benchPerBuffer(b, func(b *testing.B, p Problem, _ Plan) {
+		for b.Loop() {
+			if _, err := placeGreedyBySize(context.Background(), p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkVerify(b *testing.B) {
+	benchPerBuffer(b, func(b *testing.B, p Problem, pl Plan) {
+		for b.Loop() {
+			if err := VerifyNoOverlap(p, pl); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkSimulate(b *testing.B) {
+	benchPerBuffer(b, func(b *testing.B, p Problem, pl Plan) {
+		for b.Loop() {
+			if err := Simulate(p, pl); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkLowerBound(b *testing.B) {
+	benchPerBuffer(b, func(b *testing.B, p Problem, _ Plan) {
+		for b.Loop() {
+			LowerBound(p.Buffers)
+		}
+	})
+}
+
+// TestScale plans and verifies 10^5 random buffers with best-fit, and runs
+// best-fit and the sweep verifier on 10^5 buffers shaped to make a quadratic
+// method crawl: 50,000 live at once with distinct sizes (a verifier
+// comparing pairs makes 10^9 comparisons), then 50,000 more that each
+// search the 50,000 freed slots (a linear free list scans 10^9). The
+// O(n log n) methods take well under a second here; time per buffer at
+// each size is in the benchmarks.
+func TestScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scale test")
+	}
+	const n = 100_000
+	p := scaleProblem(n)
+	t0 := time.Now()
+	pl := mustRun(t, "best-fit", p)
+	if pl.Peak < p.Bound() {
+		t.Errorf("peak %d below bound %d", pl.Peak, p.Bound())
+	}
+	hard := Problem{Buffers: make([]Buffer, n), Alignment: 1}
+	for i := range n {
+		start := int64(i / (n / 2))
+		hard.Buffers[i] = Buffer{ID: fmt.Sprint(i), Start: start, End: start + 1, Size: int64(1 + i%(n/2))}
+	}
+	// Not Check: Simulate's cost is the arena's size (1.25 GB here), not n.
+	hpl, err := placeBestFit(context.Background(), hard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyNoOverlap(hard, hpl); err != nil {
+		t.Fatal(err)
+	}
+	if hpl.Peak != hard.Bound() {
+		t.Errorf("best-fit on the hard case: peak %d, want the bound %d (every second-wave buffer fits its twin's slot)", hpl.Peak, hard.Bound())
+	}
+	if d := time.Since(t0); d > 15*time.Second {
+		t.Errorf("planning and checking 2x10^5 buffers took %v: not O(n log n)", d)
+	}
+}
