@@ -19,6 +19,10 @@ type Op struct {
 	View bool
 	// InPlace names an input whose storage Out takes; it must be Legal.
 	InPlace string
+	// Unplanned marks an op that allocates its own output outside the
+	// arena (an op an executor cannot bind to planned storage): its value
+	// gets no buffer, but its reads still keep its inputs alive.
+	Unplanned bool
 }
 
 // Program is a schedule of ops, one per step, and what the caller keeps.
@@ -74,8 +78,12 @@ func (p Program) index() (map[string]int, error) {
 			return nil, fmt.Errorf("%w: op %d (%s) is a view of nothing", ErrInvalid, i, op.Fn)
 		}
 		if op.View {
-			if _, ok := writer[op.In[0]]; !ok {
+			w, ok := writer[op.In[0]]
+			if !ok {
 				return nil, fmt.Errorf("%w: op %d (%s) is a view of %q, which the program does not write", ErrInvalid, i, op.Fn, op.In[0])
+			}
+			if p.Ops[w].Unplanned {
+				return nil, fmt.Errorf("%w: op %d (%s) is a view of %q, which lives outside the arena", ErrInvalid, i, op.Fn, op.In[0])
 			}
 		}
 	}
@@ -142,6 +150,10 @@ func (p Program) Legal(op int, in string) error {
 		return refuse("%q is not written by the program (a weight or constant the caller owns)", in)
 	case p.Ops[w].View:
 		return refuse("%q is a view of %q; writing over it would change %q", in, p.Ops[w].In[0], p.Ops[w].In[0])
+	case p.Ops[w].Unplanned:
+		return refuse("%q lives outside the arena", in)
+	case o.Unplanned:
+		return refuse("the op writes outside the arena")
 	case slices.Contains(p.Outputs, in):
 		return refuse("%q is a program output: the caller reads it after the program", in)
 	case slices.Contains(p.Retained, in):
@@ -186,6 +198,9 @@ func (p Program) Temps() ([]Temp, error) {
 	at := make(map[int]int, n)        // group root -> index in temps
 	viewOf := make(map[int]string, n) // index in temps -> the value a view reads
 	for i, op := range p.Ops {
+		if op.Unplanned {
+			continue
+		}
 		last := i
 		for j := i + 1; j < n; j++ {
 			if slices.Contains(p.Ops[j].In, op.Out) {

@@ -166,3 +166,35 @@ func TestLowerErrors(t *testing.T) {
 		t.Errorf("Lower with Align 256 = %+v, %v; want alignment 256, size 256", p, err)
 	}
 }
+
+// TestUnplannedOps: an op that allocates its own output gets no buffer,
+// but its reads keep its inputs alive, and nothing may be written over it.
+func TestUnplannedOps(t *testing.T) {
+	prog := Program{Ops: []Op{
+		{Fn: "matmul", Out: "a", Size: 64},
+		{Fn: "sum", Out: "s", Size: 4, In: []string{"a"}, Unplanned: true},
+		{Fn: "scale", Out: "b", Size: 64, In: []string{"a", "s"}},
+		{Fn: "gelu", Out: "c", Size: 64, In: []string{"s"}},
+	}, Outputs: []string{"b", "c"}}
+	pr, _, err := prog.Problem(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, b := range pr.Buffers {
+		ids = append(ids, b.ID)
+	}
+	if strings.Join(ids, ",") != "a,b,c" {
+		t.Fatalf("buffers %v, want a, b, c (no buffer for the unplanned s)", ids)
+	}
+	if pr.Buffers[0].End != 3 {
+		t.Errorf("a lives over [%d, %d), want it alive through its read by op 2", pr.Buffers[0].Start, pr.Buffers[0].End)
+	}
+	if err := prog.Legal(3, "s"); !errors.Is(err, ErrRefused) {
+		t.Errorf("Legal(gelu over the unplanned s) = %v, want a refusal", err)
+	}
+	prog.Ops = append(prog.Ops, Op{Fn: "reshape", Out: "v", In: []string{"s"}, View: true})
+	if _, err := prog.Temps(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a view of an unplanned value: Temps() = %v, want ErrInvalid", err)
+	}
+}

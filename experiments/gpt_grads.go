@@ -1,0 +1,141 @@
+package experiments
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"gptlab/models"
+)
+
+// gptGrads is `gptlab gpt grads`: one forward and backward pass of the
+// model in --model on the batch in --batch, written to --out in the layout
+// of gpt_reference.py golden: logits (B, T, V), loss [1], grad.<name> for
+// every parameter and, with --adamw-steps K, after.<name> (the parameters
+// after K AdamW steps on the same batch) and adamw.losses [K]. Bad input is
+// an error wrapping ErrUsage; nothing is written unless everything
+// succeeded, and the output is written atomically.
+func gptGrads(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gpt grads", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	modelPath := fs.String("model", "", "model checkpoint (safetensors, F32, config in __metadata__)")
+	batchPath := fs.String("batch", "", "batch file: idx and targets, I64 or I32, shape [batch, T]")
+	outPath := fs.String("out", "", "output safetensors file")
+	steps := fs.Int("adamw-steps", 0, "AdamW steps to run on the batch after the gradients (lr 1e-3)")
+	if err := fs.Parse(args); err != nil {
+		return usageError("gpt grads: %v", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageError("gpt grads: unexpected argument %q", fs.Arg(0))
+	case *modelPath == "":
+		return usageError("gpt grads: --model is required")
+	case *batchPath == "":
+		return usageError("gpt grads: --batch is required")
+	case *outPath == "":
+		return usageError("gpt grads: --out is required")
+	case *steps < 0:
+		return usageError("gpt grads: --adamw-steps = %d, want >= 0", *steps)
+	}
+	p, err := models.LoadParams(*modelPath)
+	if err != nil {
+		return usageError("gpt grads: --model: %v", err)
+	}
+	cfg := p.Config()
+	idx, tgt, B, T, err := readBatch(*batchPath, cfg)
+	if err != nil {
+		return usageError("gpt grads: --batch %s: %v", *batchPath, err)
+	}
+	cfg.Batch = B
+	m, err := models.NewModel(cfg, p, B, T, true)
+	if err != nil {
+		return fmt.Errorf("gpt grads: %w", err)
+	}
+	defer m.Close()
+	loss, err := m.Step(idx, tgt)
+	if err != nil {
+		return fmt.Errorf("gpt grads: %w", err)
+	}
+	out := map[string]models.Tensor{
+		"idx":     intsTensor(idx, B, T),
+		"targets": intsTensor(tgt, B, T),
+		"logits":  models.F32Tensor([]int{B, T, cfg.Vocab}, append([]float32(nil), m.Logits()...)),
+		"loss":    models.F32Tensor([]int{1}, []float32{loss}),
+	}
+	for _, n := range p.Names() {
+		out["grad."+n] = models.F32Tensor(p.Shape(n), append([]float32(nil), m.Grad(n)...))
+	}
+	if *steps > 0 {
+		opt := models.NewAdamW(p, models.DefaultAdamW())
+		losses := make([]float32, *steps)
+		for k := range losses {
+			if losses[k], err = m.Step(idx, tgt); err != nil {
+				return fmt.Errorf("gpt grads: AdamW step %d: %w", k+1, err)
+			}
+			if _, err := opt.Step(m, 0); err != nil {
+				return fmt.Errorf("gpt grads: AdamW step %d: %w", k+1, err)
+			}
+		}
+		for n, t := range p.Tensors("after.") {
+			out[n] = models.F32Tensor(t.Shape, append([]float32(nil), t.F32...))
+		}
+		out["adamw.losses"] = models.F32Tensor([]int{*steps}, losses)
+	}
+	if err := models.WriteSafetensors(*outPath, out, cfg.Metadata()); err != nil {
+		return fmt.Errorf("gpt grads: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s: loss=%.6f\n", *outPath, loss)
+	return nil
+}
+
+func intsTensor(v []int32, B, T int) models.Tensor {
+	d := make([]int64, len(v))
+	for i, x := range v {
+		d[i] = int64(x)
+	}
+	return models.IntTensor("I64", []int{B, T}, d)
+}
+
+// readBatch reads idx and targets: integer tensors of one shape [B, T],
+// T <= block, every value a token of the vocabulary.
+func readBatch(path string, cfg models.Config) (idx, tgt []int32, B, T int, err error) {
+	ts, _, err := models.ReadSafetensors(path)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	get := func(name string) ([]int32, []int, error) {
+		t, ok := ts[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("no tensor %q", name)
+		}
+		if t.DType != "I64" && t.DType != "I32" {
+			return nil, nil, fmt.Errorf("tensor %q has dtype %s, want I64 or I32", name, t.DType)
+		}
+		if len(t.Shape) != 2 || t.Shape[0] < 1 || t.Shape[1] < 1 {
+			return nil, nil, fmt.Errorf("tensor %q has shape %v, want [batch, T]", name, t.Shape)
+		}
+		out := make([]int32, len(t.Ints))
+		for i, v := range t.Ints {
+			if v < 0 || v >= int64(cfg.Vocab) {
+				return nil, nil, fmt.Errorf("tensor %q: value %d at %d outside the vocabulary [0, %d)", name, v, i, cfg.Vocab)
+			}
+			out[i] = int32(v)
+		}
+		return out, t.Shape, nil
+	}
+	idx, si, err := get("idx")
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	tgt, st, err := get("targets")
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	if si[0] != st[0] || si[1] != st[1] {
+		return nil, nil, 0, 0, fmt.Errorf("idx has shape %v but targets %v", si, st)
+	}
+	if si[1] > cfg.Block {
+		return nil, nil, 0, 0, fmt.Errorf("T = %d exceeds the model's block size %d", si[1], cfg.Block)
+	}
+	return idx, tgt, si[0], si[1], nil
+}

@@ -1,0 +1,152 @@
+package models
+
+import (
+	"fmt"
+	"math"
+)
+
+// AdamWConfig holds the optimizer's hyperparameters; DefaultAdamW gives the
+// reference's.
+type AdamWConfig struct {
+	LR          float64 // learning rate used when Step is given lr <= 0
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
+	WeightDecay float64 // applied to parameters with two or more dimensions only
+	GradClip    float64 // clip the global gradient norm to this; 0 disables
+}
+
+// DefaultAdamW is the reference's optimizer: lr 1e-3, betas (0.9, 0.95),
+// eps 1e-8, weight decay 0.1 on 2-D weights, no clipping.
+func DefaultAdamW() AdamWConfig {
+	return AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+}
+
+// AdamW is torch.optim.AdamW (single-tensor path, no amsgrad) over a
+// Params: per step t, for each parameter with gradient g,
+//
+//	p *= 1 - lr*wd                     (decoupled decay, 2-D weights only)
+//	m = b1*m + (1-b1)*g
+//	v = b2*v + (1-b2)*g²
+//	p -= (lr/(1-b1^t)) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+//
+// with the tensors in float32 and the scalar bias corrections in float64,
+// as torch computes them on the CPU. The moments are laid out like
+// Params.Data. A step allocates nothing.
+type AdamW struct {
+	cfg    AdamWConfig
+	params *Params
+	m, v   []float32
+	step   int64
+	decay  []bool // per parameter, in Names order
+}
+
+// NewAdamW makes an optimizer for p with zero moments.
+func NewAdamW(p *Params, o AdamWConfig) *AdamW {
+	a := &AdamW{cfg: o, params: p, m: make([]float32, p.Count()), v: make([]float32, p.Count())}
+	for _, n := range p.Names() {
+		a.decay = append(a.decay, p.Decays(n))
+	}
+	return a
+}
+
+// Config is the optimizer's configuration.
+func (a *AdamW) Config() AdamWConfig { return a.cfg }
+
+// Step applies one update with the model's gradients of the last
+// training Step, at learning rate lr (lr <= 0 means the config's LR). It
+// returns the global gradient norm before clipping.
+func (a *AdamW) Step(m *Model, lr float64) (float64, error) {
+	if m.params != a.params {
+		return 0, fmt.Errorf("adamw: the model reads other parameters than the optimizer updates")
+	}
+	if !m.train {
+		return 0, fmt.Errorf("adamw: the model has no gradients (built with train=false)")
+	}
+	return a.update(func(i int, name string) []float32 { return m.Grad(name) }, lr), nil
+}
+
+// StepFlat applies one update with gradients laid out like Params.Data
+// (for example after an all-reduce). It returns the global gradient norm
+// before clipping.
+func (a *AdamW) StepFlat(grad []float32, lr float64) (float64, error) {
+	if len(grad) != len(a.m) {
+		return 0, fmt.Errorf("adamw: %d gradient values, want %d", len(grad), len(a.m))
+	}
+	p := a.params
+	return a.update(func(i int, name string) []float32 {
+		off := p.offsets[i]
+		return grad[off : off+len(p.slice(i))]
+	}, lr), nil
+}
+
+func (a *AdamW) update(grad func(i int, name string) []float32, lr float64) float64 {
+	if lr <= 0 {
+		lr = a.cfg.LR
+	}
+	p := a.params
+	var sq float64
+	for i, n := range p.names {
+		for _, g := range grad(i, n) {
+			sq += float64(g) * float64(g)
+		}
+	}
+	norm := math.Sqrt(sq)
+	clip := float32(1)
+	if a.cfg.GradClip > 0 {
+		// torch.nn.utils.clip_grad_norm_: coef = max_norm/(norm+1e-6), clamped to 1.
+		if c := a.cfg.GradClip / (norm + 1e-6); c < 1 {
+			clip = float32(c)
+		}
+	}
+	a.step++
+	t := float64(a.step)
+	bc1 := 1 - math.Pow(a.cfg.Beta1, t)
+	bc2 := 1 - math.Pow(a.cfg.Beta2, t)
+	stepSize := float32(lr / bc1)
+	bc2Sqrt := float32(math.Sqrt(bc2))
+	b1, b2 := float32(a.cfg.Beta1), float32(a.cfg.Beta2)
+	c1, c2 := float32(1-a.cfg.Beta1), float32(1-a.cfg.Beta2)
+	eps := float32(a.cfg.Eps)
+	for i, n := range p.names {
+		g := grad(i, n)
+		w := p.slice(i)
+		off := p.offsets[i]
+		mm, vv := a.m[off:off+len(w)], a.v[off:off+len(w)]
+		if a.decay[i] && a.cfg.WeightDecay != 0 {
+			d := float32(1 - lr*a.cfg.WeightDecay)
+			for j := range w {
+				w[j] *= d
+			}
+		}
+		for j, gj := range g[:len(w)] {
+			gj *= clip
+			mm[j] = b1*mm[j] + c1*gj
+			vv[j] = b2*vv[j] + c2*gj*gj
+			denom := float32(math.Sqrt(float64(vv[j])))/bc2Sqrt + eps
+			w[j] -= stepSize * mm[j] / denom
+		}
+	}
+	return norm
+}
+
+// StepCount is the number of updates applied so far (t).
+func (a *AdamW) StepCount() int64 { return a.step }
+
+// State returns the moments (laid out like Params.Data; the optimizer's
+// own slices) and the step count, for a checkpoint.
+func (a *AdamW) State() (m, v []float32, step int64) { return a.m, a.v, a.step }
+
+// SetState restores moments and step count saved from State.
+func (a *AdamW) SetState(m, v []float32, step int64) error {
+	if len(m) != len(a.m) || len(v) != len(a.v) {
+		return fmt.Errorf("adamw state: %d and %d moments, want %d", len(m), len(v), len(a.m))
+	}
+	if step < 0 {
+		return fmt.Errorf("adamw state: step %d < 0", step)
+	}
+	copy(a.m, m)
+	copy(a.v, v)
+	a.step = step
+	return nil
+}

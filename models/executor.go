@@ -1,0 +1,66 @@
+package models
+
+import (
+	G "gorgonia.org/gorgonia"
+
+	"gptlab/planner"
+	"gptlab/planner/arena"
+)
+
+// ModelOption configures NewModel.
+type ModelOption func(*modelOptions)
+
+type modelOptions struct {
+	tape  bool
+	arena arena.Options
+}
+
+// WithTapeMachine runs the graph with gorgonia's TapeMachine, which
+// allocates every op output on every step: the reference the arena
+// executor is tested against.
+func WithTapeMachine() ModelOption { return func(o *modelOptions) { o.tape = true } }
+
+// WithArena sets how the arena is planned (planner, alignment, in-place).
+func WithArena(a arena.Options) ModelOption { return func(o *modelOptions) { o.arena = a } }
+
+// defaultPlanner is the best placement algorithm available: the search
+// planner when it is registered, else greedy-by-size.
+func defaultPlanner() planner.Algorithm {
+	for _, name := range []string{"search", "greedy-by-size"} {
+		if a, err := planner.Lookup(name); err == nil {
+			return a
+		}
+	}
+	return planner.Algorithms()[0]
+}
+
+// executor runs the model's graph and holds the values of its nodes.
+type executor interface {
+	run() error
+	value(n *G.Node) G.Value
+	close() error
+}
+
+type tapeExec struct{ vm G.VM }
+
+func (e *tapeExec) run() error {
+	e.vm.Reset()
+	return e.vm.RunAll()
+}
+func (e *tapeExec) value(n *G.Node) G.Value { return n.Value() }
+func (e *tapeExec) close() error            { return e.vm.Close() }
+
+type arenaExec struct{ p *arena.Program }
+
+func (e *arenaExec) run() error              { return e.p.Run() }
+func (e *arenaExec) value(n *G.Node) G.Value { return e.p.Value(n) }
+func (e *arenaExec) close() error            { return nil }
+
+// Arena returns the planned program the model runs, or nil when it runs
+// on the TapeMachine.
+func (m *Model) Arena() *arena.Program {
+	if e, ok := m.exec.(*arenaExec); ok {
+		return e.p
+	}
+	return nil
+}
