@@ -2,8 +2,10 @@ package experiments
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"time"
 
@@ -22,24 +24,28 @@ type arenaConfig struct {
 	Alignment int64    `set:"alignment" help:"arena alignment in bytes (a power of two)"`
 	Algo      string   `set:"algo" help:"planner the executor uses"`
 	InPlace   bool     `set:"in-place" help:"let elementwise ops write over an input when legal"`
+	Steps     int      `set:"steps" help:"training steps timed per executor"`
 }
 
 func init() {
 	Register("arena", "the GPT's graph run from one planned arena: lifetimes, peak, speed",
-		arenaConfig{Configs: []string{"tiny", "small", "baby"}, Alignment: 64, Algo: "greedy-by-size", InPlace: true}, runArena)
+		arenaConfig{Configs: []string{"tiny", "small", "baby"}, Alignment: 64, Algo: "search", InPlace: true, Steps: 5}, runArena)
 }
 
 func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Report, error) {
 	if cfg.Alignment <= 0 || cfg.Alignment&(cfg.Alignment-1) != 0 {
 		return nil, usageError("--set alignment=%d: not a power of two", cfg.Alignment)
 	}
+	if cfg.Steps < 1 {
+		return nil, usageError("--set steps=%d: want at least 1", cfg.Steps)
+	}
 	algo, err := planner.Lookup(cfg.Algo)
 	if err != nil {
 		return nil, usageError("--set algo=%s: %v", cfg.Algo, err)
 	}
-	configs := cfg.Configs
-	if opt.Quick && len(configs) > 2 {
-		configs = configs[:2]
+	configs, steps := cfg.Configs, cfg.Steps
+	if opt.Quick {
+		configs, steps = configs[:min(len(configs), 2)], min(steps, 2)
 	}
 	r := reports.New("arena", "The GPT's graph run from one planned arena")
 	sizes := r.AddTable("Intermediates of one step: naive sum, lower bound and the planned arena ("+algo.Name+")",
@@ -51,7 +57,11 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 		"config", "forward arena bytes", "training arena bytes", "ratio")
 	parity := r.AddTable("Arena executor against the TapeMachine (same graph, same batch)",
 		"config", "pass", "outputs compared", "max |diff|", "bitwise")
-	var lastProgram *arena.Program
+	update := r.AddTable("The training step with the AdamW update: parameters in the schedule, updated in place",
+		"config", "parameters", "donated", "in-place updates legal", "arena bytes", "bound bytes", "why not (first refusal)")
+	speed := r.AddTable(fmt.Sprintf("One training step, TapeMachine against the arena (median of %d)", steps),
+		"config", "executor", "step ms", "allocs per step", "bytes allocated per step")
+	var last *arenaResult
 	for _, name := range configs {
 		mc, err := models.Preset(name)
 		if err != nil {
@@ -59,20 +69,18 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 		}
 		var fwdArena int64
 		for _, train := range []bool{false, true} {
-			pass := "forward"
-			if train {
-				pass = "training"
-			}
+			pass := map[bool]string{false: "forward", true: "training"}[train]
 			fmt.Fprintf(opt.Log, "arena: %s %s\n", name, pass)
-			st, p, diff, n, err := arenaCase(ctx, mc, opt.Seed, train, arena.Options{Algorithm: algo, Alignment: cfg.Alignment, InPlace: cfg.InPlace})
+			res, err := arenaCase(ctx, mc, opt.Seed, train, arena.Options{Algorithm: algo, Alignment: cfg.Alignment, InPlace: cfg.InPlace})
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", name, pass, err)
 			}
+			st := res.stats
 			sizes.Row(name, pass, st.Steps, st.Planned, st.InPlace, st.NaiveBytes, st.BoundBytes, st.ArenaBytes,
 				ratio(st.ArenaBytes, st.BoundBytes), st.OutsideBytes, st.Kernels, st.Prealloc, st.Allocating)
-			parity.Row(name, pass, n, diff, diff == 0)
-			r.Check(fmt.Sprintf("%s %s: arena run equals the TapeMachine's", name, pass), diff == 0,
-				"%d outputs (loss, logits%s), max |diff| %g", n, map[bool]string{true: ", every gradient"}[train], diff)
+			parity.Row(name, pass, res.compared, res.diff, res.diff == 0)
+			r.Check(fmt.Sprintf("%s %s: arena run equals the TapeMachine's", name, pass), res.diff == 0,
+				"%d outputs (loss, logits%s), max |diff| %g", res.compared, map[bool]string{true: ", every gradient"}[train], res.diff)
 			r.Check(fmt.Sprintf("%s %s: arena between bound and naive", name, pass),
 				st.BoundBytes <= st.ArenaBytes && st.ArenaBytes < st.NaiveBytes,
 				"bound %d <= arena %d < naive %d", st.BoundBytes, st.ArenaBytes, st.NaiveBytes)
@@ -81,7 +89,7 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 				continue
 			}
 			wall.Row(name, fwdArena, st.ArenaBytes, ratio(st.ArenaBytes, fwdArena))
-			prob, _ := p.Problem()
+			prob, _ := res.program.Problem()
 			for _, a := range planner.Algorithms() {
 				t0 := time.Now()
 				pl, err := a.Run(ctx, prob)
@@ -91,24 +99,41 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 				planners.Row(name, a.Name, pl.Peak, ratio(pl.Peak, prob.Bound()), prob.Naive()-pl.Peak, pl.Slots(),
 					float64(time.Since(t0).Microseconds())/1000)
 			}
-			lastProgram = p
+			for _, u := range res.updates {
+				update.Row(name, u.params, u.donated, fmt.Sprintf("%d of %d", u.legal, u.params), u.arena, u.bound, u.refusal)
+			}
+			r.Check(name+": AdamW may update every donated parameter in place", res.updates[0].legal == res.updates[0].params,
+				"%d of %d legal", res.updates[0].legal, res.updates[0].params)
+			r.Check(name+": without donation every in-place update is refused", res.updates[1].legal == 0,
+				"%d of %d legal; %s", res.updates[1].legal, res.updates[1].params, res.updates[1].refusal)
+			for _, e := range res.speed {
+				speed.Row(name, e.executor, e.stepMS, e.allocs, e.bytes)
+			}
 			r.Metric(name+"_training_arena_bytes", st.ArenaBytes)
 			r.Metric(name+"_training_bound_bytes", st.BoundBytes)
 			r.Metric(name+"_training_naive_bytes", st.NaiveBytes)
+			r.Metric(name+"_arena_allocs_per_step", res.speed[1].allocs)
+			r.Metric(name+"_tape_allocs_per_step", res.speed[0].allocs)
+			last = res
 		}
 	}
-	if lastProgram != nil {
-		prob, plan := lastProgram.Problem()
+	if err := matrixChain(ctx, r); err != nil {
+		return nil, err
+	}
+	if last != nil {
+		prob, plan := last.program.Problem()
 		plt, err := planner.Timeline(fmt.Sprintf("%s training step: the planned arena (%s)", configs[len(configs)-1], algo.Name), prob, plan, plan.Peak)
 		if err != nil {
 			return nil, err
 		}
 		r.AddFigure("arena-timeline", plt, 8*vg.Inch, 4*vg.Inch)
 		out := r.AddTable("Op outputs outside the arena (last config, training)", "op", "outputs", "bytes", "why")
-		for _, o := range groupOutside(lastProgram.Outside()) {
+		for _, o := range groupOutside(last.program.Outside()) {
 			out.Row(o.Op, o.Node, o.Bytes, o.Reason)
 		}
 	}
+	r.Note("Naive is every op output in storage of its own; the bound is the most bytes live at one instant; " +
+		"parameters, tokens and dropout masks are the caller's and not counted. Timings are wall-clock on a shared machine.")
 	return r, nil
 }
 
@@ -119,14 +144,38 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
+// arenaResult is what one config and pass measured.
+type arenaResult struct {
+	stats    arena.Stats
+	program  *arena.Program
+	diff     float64 // max |arena - TapeMachine| over every retained output
+	compared int
+	updates  []updateRow // training only: with and without donation
+	speed    []speedRow  // training only: TapeMachine, then arena
+}
+
+type updateRow struct {
+	params, legal int
+	donated       bool
+	arena, bound  int64
+	refusal       string
+}
+
+type speedRow struct {
+	executor      string
+	stepMS        float64
+	allocs, bytes float64
+}
+
 // arenaCase builds the GPT for one config and pass, runs one batch through
 // the TapeMachine and through the arena, and compares every retained
-// output.
-func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, o arena.Options) (arena.Stats, *arena.Program, float64, int, error) {
+// output; for training it also plans the AdamW update and times both
+// executors.
+func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, o arena.Options) (*arenaResult, error) {
 	params := models.NewParams(mc, seed)
 	m, err := models.NewModel(mc, params, mc.Batch, mc.Block, train, models.WithTapeMachine())
 	if err != nil {
-		return arena.Stats{}, nil, 0, 0, err
+		return nil, err
 	}
 	defer m.Close()
 	rng := rand.New(rand.NewPCG(uint64(seed), 7))
@@ -137,7 +186,7 @@ func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, o 
 		tgt[i] = int32(rng.IntN(mc.Vocab))
 	}
 	if _, err := m.Step(idx, tgt); err != nil {
-		return arena.Stats{}, nil, 0, 0, err
+		return nil, err
 	}
 	retain := G.Nodes{m.LossNode(), m.LogitsNode()}
 	retain = append(retain, m.GradNodes()...)
@@ -147,23 +196,172 @@ func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, o 
 	}
 	p, err := arena.Compile(ctx, m.Graph(), retain, o)
 	if err != nil {
-		return arena.Stats{}, nil, 0, 0, err
+		return nil, err
 	}
-	if err := p.Run(); err != nil {
-		return arena.Stats{}, nil, 0, 0, err
+	if err := p.RunGuarded(); err != nil {
+		return nil, err
 	}
-	var diff float64
+	res := &arenaResult{stats: p.Stats(), program: p, compared: len(retain)}
 	for i, n := range retain {
 		got := valueFloats(p.Value(n))
 		if len(got) != len(want[i]) {
-			return arena.Stats{}, nil, 0, 0, fmt.Errorf("%v: %d values from the arena, %d from the TapeMachine", n, len(got), len(want[i]))
+			return nil, fmt.Errorf("%v: %d values from the arena, %d from the TapeMachine", n, len(got), len(want[i]))
 		}
 		for j := range got {
 			d := float64(got[j]) - float64(want[i][j])
-			diff = max(diff, d, -d)
+			res.diff = max(res.diff, d, -d)
 		}
 	}
-	return p.Stats(), p, diff, len(retain), nil
+	if !train {
+		return res, nil
+	}
+	for _, donate := range []bool{true, false} {
+		u, err := planUpdate(ctx, p, m, donate, o)
+		if err != nil {
+			return nil, err
+		}
+		res.updates = append(res.updates, u)
+	}
+	tape := timeSteps(func() error { _, err := m.Step(idx, tgt); return err })
+	am, err := models.NewModel(mc, params, mc.Batch, mc.Block, true, models.WithArena(o))
+	if err != nil {
+		return nil, err
+	}
+	defer am.Close()
+	fast := timeSteps(func() error { _, err := am.Step(idx, tgt); return err })
+	for _, s := range []*speedRow{&tape, &fast} {
+		if s.executor != "" {
+			return nil, errors.New(s.executor)
+		}
+	}
+	tape.executor, fast.executor = "TapeMachine", "arena"
+	res.speed = []speedRow{tape, fast}
+	return res, nil
+}
+
+// timeSteps runs step a few times and returns the median time and the
+// heap allocations per step; an error is returned in executor.
+func timeSteps(step func() error) speedRow {
+	const n = 5
+	if err := step(); err != nil { // warm up
+		return speedRow{executor: err.Error()}
+	}
+	var before, after runtime.MemStats
+	times := make([]float64, n)
+	runtime.ReadMemStats(&before)
+	for i := range times {
+		t0 := time.Now()
+		if err := step(); err != nil {
+			return speedRow{executor: err.Error()}
+		}
+		times[i] = float64(time.Since(t0).Microseconds()) / 1000
+	}
+	runtime.ReadMemStats(&after)
+	sort.Float64s(times)
+	return speedRow{
+		stepMS: times[n/2],
+		allocs: float64(after.Mallocs-before.Mallocs) / n,
+		bytes:  float64(after.TotalAlloc-before.TotalAlloc) / n,
+	}
+}
+
+// planUpdate extends the training step's lifetimes with the optimizer:
+// every parameter enters as a program input (donated or not), and after
+// the backward pass one AdamW op per parameter reads it and its gradient
+// and asks to write the new value over it. The planner judges each
+// request; the legal ones merge the old and new parameter into one value.
+func planUpdate(ctx context.Context, p *arena.Program, m *models.Model, donate bool, o arena.Options) (updateRow, error) {
+	steps := p.Lifetimes()
+	var prog planner.Program
+	params, grads := m.ParamNodes(), m.GradNodes()
+	gradName := map[string]bool{}
+	for i, pn := range params {
+		name := p.ValueName(pn)
+		prog.Ops = append(prog.Ops, planner.Op{Fn: "param", Out: name, Size: 4 * int64(pn.Shape().TotalSize())})
+		prog.Inputs = append(prog.Inputs, name)
+		if donate {
+			prog.Donated = append(prog.Donated, name)
+		}
+		gradName[p.ValueName(grads[i])] = true
+	}
+	prog.Ops = append(prog.Ops, steps.Ops...)
+	for _, out := range steps.Outputs {
+		if !gradName[out] { // a gradient now dies at its update
+			prog.Outputs = append(prog.Outputs, out)
+		}
+	}
+	u := updateRow{params: len(params), donated: donate, refusal: "-"}
+	for i, pn := range params {
+		name := p.ValueName(pn)
+		prog.Ops = append(prog.Ops, planner.Op{Fn: "adamw", Out: name + "'", Size: 4 * int64(pn.Shape().TotalSize()),
+			In: []string{name, p.ValueName(grads[i])}})
+		prog.Outputs = append(prog.Outputs, name+"'")
+	}
+	for i := len(prog.Ops) - len(params); i < len(prog.Ops); i++ {
+		in := prog.Ops[i].In[0]
+		if err := prog.Legal(i, in); err != nil {
+			var ref *planner.Refusal
+			if !errors.As(err, &ref) {
+				return u, err
+			}
+			if u.refusal == "-" {
+				u.refusal = ref.Reason
+			}
+			continue
+		}
+		prog.Ops[i].InPlace = in
+		u.legal++
+	}
+	prob, _, err := prog.Problem(o.Alignment)
+	if err != nil {
+		return u, err
+	}
+	plan, err := o.Algorithm.Run(ctx, prob)
+	if err != nil {
+		return u, err
+	}
+	u.arena, u.bound = plan.Peak, prob.Bound()
+	return u, nil
+}
+
+// matrixChain runs the chapter's chain of matrix products from the arena
+// and naively, and reports both and the memory saved.
+func matrixChain(ctx context.Context, r *reports.Report) error {
+	dims := []int{256, 192, 320, 128, 384, 160, 256, 224}
+	g, out := arena.Chain(dims, 1)
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		return err
+	}
+	want := out.Value().Data().([]float64)
+	g2, out2 := arena.Chain(dims, 1)
+	algo, err := planner.Lookup("greedy-by-size")
+	if err != nil {
+		return err
+	}
+	p, err := arena.Compile(ctx, g2, G.Nodes{out2}, arena.Options{Algorithm: algo})
+	if err != nil {
+		return err
+	}
+	if err := p.RunGuarded(); err != nil {
+		return err
+	}
+	got := p.Value(out2).Data().([]float64)
+	same := len(got) == len(want)
+	for i := range want {
+		same = same && got[i] == want[i]
+	}
+	st := p.Stats()
+	t := r.AddTable(fmt.Sprintf("Matrix chain of %d products (%v), float64", len(dims)-2, dims),
+		"run", "intermediate bytes", "result")
+	t.Row("naive (TapeMachine)", st.NaiveBytes, "reference")
+	t.Row("arena", st.ArenaBytes, map[bool]string{true: "bitwise equal", false: "DIFFERS"}[same])
+	t.Row("lower bound", st.BoundBytes, "-")
+	r.Check("matrix chain from the arena equals the naive run", same, "%d values", len(want))
+	r.Check("matrix chain arena smaller than naive", st.ArenaBytes < st.NaiveBytes,
+		"arena %d bytes, naive %d bytes (%.0f%% saved)", st.ArenaBytes, st.NaiveBytes, 100*(1-ratio(st.ArenaBytes, st.NaiveBytes)))
+	return nil
 }
 
 func valueFloats(v G.Value) []float32 {

@@ -36,6 +36,7 @@ type Model struct {
 
 	logits, loss *G.Node
 	grads        []gradParts // per parameter, in Names order
+	wrt          G.Nodes     // the parameter nodes differentiated, in GradNodes order
 	joined       [][]float32 // gradient buffers of split parameters
 
 	masks    []maskInput
@@ -238,6 +239,7 @@ func (m *Model) build() error {
 	for _, name := range p.Names() {
 		all = append(all, wrt[name]...)
 	}
+	m.wrt = all
 	gs, err := G.Grad(m.loss, all...)
 	if err != nil {
 		return fmt.Errorf("gradients: %w", err)

@@ -12,3 +12,7 @@ func (m *Model) GradNodes() G.Nodes {
 	}
 	return out
 }
+
+// ParamNodes are the parameter nodes GradNodes differentiate, one for one
+// (c_attn's weight and bias each enter as three row blocks).
+func (m *Model) ParamNodes() G.Nodes { return m.wrt }

@@ -2,42 +2,16 @@ package arena
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
-
-// chain builds the chapter's matrix chain A0·A1·…·An-1, left to right, in
-// float64, each product a temporary the next one consumes.
-func chain(dims []int, seed uint64) (*gorgonia.ExprGraph, *gorgonia.Node) {
-	r := rand.New(rand.NewPCG(seed, 2))
-	g := gorgonia.NewGraph()
-	var acc *gorgonia.Node
-	for i := 0; i+1 < len(dims); i++ {
-		data := make([]float64, dims[i]*dims[i+1])
-		for j := range data {
-			data[j] = r.Float64() - 0.5
-		}
-		m := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(dims[i], dims[i+1]),
-			gorgonia.WithName(fmt.Sprintf("A%d", i)),
-			gorgonia.WithValue(tensor.New(tensor.WithShape(dims[i], dims[i+1]), tensor.WithBacking(data))))
-		if acc == nil {
-			acc = m
-		} else {
-			acc = gorgonia.Must(gorgonia.Mul(acc, m))
-		}
-	}
-	return g, acc
-}
 
 // TestMatrixChain: the chain run from the arena equals the naive run, and
 // the arena holds two temporaries at a time instead of all of them.
 func TestMatrixChain(t *testing.T) {
 	dims := []int{64, 48, 80, 32, 96, 40, 64}
-	g, out := chain(dims, 1)
+	g, out := Chain(dims, 1)
 	vm := gorgonia.NewTapeMachine(g)
 	if err := vm.RunAll(); err != nil {
 		t.Fatal(err)
@@ -45,7 +19,7 @@ func TestMatrixChain(t *testing.T) {
 	want := append([]float64(nil), out.Value().Data().([]float64)...)
 	vm.Close()
 
-	g2, out2 := chain(dims, 1)
+	g2, out2 := Chain(dims, 1)
 	p, err := Compile(context.Background(), g2, gorgonia.Nodes{out2}, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func (p *Program) planLifetimes(ctx context.Context, retain []*gorgonia.Node, o 
 // input the planner allows.
 func (p *Program) program(retain []*gorgonia.Node, inPlace bool) (planner.Program, error) {
 	var prog planner.Program
-	name := func(slot int) string { return strconv.Itoa(slot) }
+	name := p.slotName
 	planned := make([]bool, len(p.nodes)) // the slot's storage is in the arena
 	for _, st := range p.steps {
 		n := st.node

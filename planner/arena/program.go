@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"unsafe"
 
 	"gorgonia.org/gorgonia"
@@ -368,4 +369,28 @@ func (st *step) exec(in []gorgonia.Value) (gorgonia.Value, error) {
 		return nil, fmt.Errorf("arena: %v (%v): %w", st.node.Name(), st.op, err)
 	}
 	return v, nil
+}
+
+// Lifetimes returns the schedule as the planner saw it: one op per step,
+// values named by ValueName.
+func (p *Program) Lifetimes() planner.Program { return p.lifetimes }
+
+// ValueName is the name of n's value in Lifetimes, or "" for a node not in
+// the graph.
+func (p *Program) ValueName(n *gorgonia.Node) string {
+	s, ok := p.slots[n.ID()]
+	if !ok {
+		return ""
+	}
+	return p.slotName(s)
+}
+
+// slotName names a value in Lifetimes: an op's output by its slot number
+// (the planner's buffer IDs, parsed back in planLifetimes), a graph input
+// (a parameter, the tokens) by its node name.
+func (p *Program) slotName(s int) string {
+	if p.nodes[s].Op() == nil {
+		return p.nodes[s].Name()
+	}
+	return strconv.Itoa(s)
 }
