@@ -20,7 +20,7 @@ import (
 
 func init() { commands["plan"] = runPlan }
 
-const planUsage = "usage: gptlab plan FILE.csv [--algo NAME] [--out SOLUTION.csv]"
+const planUsage = "usage: gptlab plan FILE.csv [--algo NAME] [--capacity BYTES] [--out SOLUTION.csv]"
 
 // defaultPlanAlgo is the best planner available: the search if it is
 // registered, else greedy-by-size.
@@ -32,15 +32,16 @@ func defaultPlanAlgo() string {
 }
 
 // planArgs parses the command line; flags may come before or after FILE.
-func planArgs(args []string) (file, algo, out string, err error) {
+func planArgs(args []string) (file, algo, out string, capacity int64, err error) {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&algo, "algo", defaultPlanAlgo(), "planner to use")
+	fs.Int64Var(&capacity, "capacity", 0, "arena size to fit (default: from a MiniMalloc file name such as A.1048576.csv)")
 	fs.StringVar(&out, "out", "", "write the solution CSV here")
 	var files []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return "", "", "", usageError("plan: %v (%s)", err, planUsage)
+			return "", "", "", 0, usageError("plan: %v (%s)", err, planUsage)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -50,15 +51,18 @@ func planArgs(args []string) (file, algo, out string, err error) {
 	}
 	switch len(files) {
 	case 0:
-		return "", "", "", usageError("plan: no input file (%s)", planUsage)
+		return "", "", "", 0, usageError("plan: no input file (%s)", planUsage)
 	case 1:
-		return files[0], algo, out, nil
+		if capacity < 0 {
+			return "", "", "", 0, usageError("plan --capacity %d: must not be negative", capacity)
+		}
+		return files[0], algo, out, capacity, nil
 	}
-	return "", "", "", usageError("plan: one input file, got %d: %q (%s)", len(files), files, planUsage)
+	return "", "", "", 0, usageError("plan: one input file, got %d: %q (%s)", len(files), files, planUsage)
 }
 
 func runPlan(args []string, stdout, stderr io.Writer) error {
-	file, algoName, out, err := planArgs(args)
+	file, algoName, out, capacity, err := planArgs(args)
 	if err != nil {
 		return err
 	}
@@ -81,8 +85,23 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	capSource := "--capacity"
+	if capacity == 0 {
+		if c, ok := planner.CapacityFromFilename(file); ok {
+			capacity, capSource = c, "the file name"
+		}
+	}
 	t0 := time.Now()
-	pl, err := algo.Place(ctx, p)
+	var pl planner.Plan
+	if algo.Name == "search" && capacity > 0 {
+		// Aim at the capacity: the search stops at the first plan that fits.
+		pl, err = planner.Search(ctx, p, planner.SearchOptions{Capacity: capacity})
+		if errors.Is(err, planner.ErrNoFit) {
+			pl, err = algo.Place(ctx, p)
+		}
+	} else {
+		pl, err = algo.Place(ctx, p)
+	}
 	took := time.Since(t0)
 	if err != nil {
 		return fmt.Errorf("plan: %s: planner %s: %w", file, algo.Name, err)
@@ -99,6 +118,10 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "naive:       %d bytes (every buffer its own storage)\n", p.Naive())
 	fmt.Fprintf(stdout, "time:        %.3f ms\n", float64(took.Nanoseconds())/1e6)
 	fmt.Fprintf(stdout, "verified:    yes (overlap sweep and byte-pattern simulation)\n")
+	fits := capacity == 0 || pl.Peak <= capacity
+	if capacity > 0 {
+		fmt.Fprintf(stdout, "capacity:    %d bytes (from %s): %s\n", capacity, capSource, map[bool]string{true: "fits", false: "DOES NOT FIT"}[fits])
+	}
 	if given != nil {
 		gp := planner.Plan{Offsets: given, Peak: p.PeakOf(given)}
 		verdict := "verified"
@@ -116,6 +139,9 @@ func runPlan(args []string, stdout, stderr io.Writer) error {
 			return usageError("plan --out %s: %v", out, err)
 		}
 		fmt.Fprintf(stdout, "solution:    %s\n", out)
+	}
+	if !fits {
+		return errChecksFailed
 	}
 	return nil
 }

@@ -69,6 +69,7 @@ func TestPlanBadUsage(t *testing.T) {
 		{"missing file", []string{"plan", filepath.Join(dir, "absent.csv")}, "absent.csv"},
 		{"bad row", []string{"plan", bad}, `line 3: size "0"`},
 		{"unwritable out", []string{"plan", planExample, "--out", filepath.Join(dir, "no", "dir", "x.csv")}, "--out"},
+		{"negative capacity", []string{"plan", planExample, "--capacity", "-1"}, "--capacity -1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,5 +92,42 @@ func TestPlanDefaultAlgo(t *testing.T) {
 	}
 	if got := defaultPlanAlgo(); got != want {
 		t.Errorf("defaultPlanAlgo() = %q, want %q", got, want)
+	}
+}
+
+// TestPlanCapacity: a capacity the plan fits passes; one below the lower
+// bound cannot be met by any planner and is a failed check (exit 1). A
+// MiniMalloc file name gives the capacity when no flag does.
+func TestPlanCapacity(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		status int
+		want   string
+	}{
+		{"fits", []string{"plan", planExample, "--algo", "search", "--capacity", "1600"}, 0, "fits"},
+		{"below the bound", []string{"plan", planExample, "--algo", "search", "--capacity", "1000"}, 1, "DOES NOT FIT"},
+		{"greedy checked too", []string{"plan", planExample, "--algo", "greedy-by-size", "--capacity", "1000"}, 1, "DOES NOT FIT"},
+	}
+	dir := t.TempDir()
+	named := filepath.Join(dir, "X.1000.csv")
+	b, err := os.ReadFile(planExample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(named, b, 0o644)
+	tests = append(tests, struct {
+		name   string
+		args   []string
+		status int
+		want   string
+	}{"from the file name", []string{"plan", named}, 1, "from the file name): DOES NOT FIT"})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := Main(tc.args, &out, &errb); code != tc.status || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("Main(%q) = %d, stdout %q; want %d and %q", tc.args, code, out.String(), tc.status, tc.want)
+			}
+		})
 	}
 }
