@@ -117,7 +117,8 @@ func TestParitySharedTiny(t *testing.T) {
 // checkGoldenAdamW runs three AdamW steps on the case's batch and compares
 // the losses and the parameters after them.
 //
-// The 1e-5 bound is ill-conditioned for weights whose gradient is near 0:
+// The 1e-5 bound is ill-conditioned for weights whose gradient is near 0
+// (so those get a documented wider bound below):
 // AdamW's first step moves a weight by lr*g/(|g|+eps), eps = 1e-8, so a
 // gradient of 1e-9 (float32 summation noise in a GEMM) moves it by 1e-4
 // whatever its sign. On the cases here every weight stays within 1e-5
@@ -144,16 +145,31 @@ func checkGoldenAdamW(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
-	worst, worstName := 0.0, ""
+	// Per weight: 1e-5 where the first gradient is at least 1e-6 (the
+	// step's direction is then set by the gradient, not by rounding); where
+	// it is smaller, AdamW's normalised step amplifies summation noise up
+	// to lr per step, so those weights get atol 3*lr and are counted.
+	const lr, tight, small = 1e-3, 1e-5, 1e-6
+	worst, worstName, loose, worstLoose := 0.0, "", 0, 0.0
 	for _, n := range c.params.Names() {
-		d := maxAbsDiff(c.params.Slice(n), c.want["after."+n].F32)
-		if d > worst {
-			worst, worstName = d, n
-		}
-		if d > 1e-5 {
-			t.Errorf("after 3 AdamW steps, %s: max abs diff %g > 1e-5", n, d)
+		got, want, g0 := c.params.Slice(n), c.want["after."+n].F32, c.want["grad."+n].F32
+		for i := range got {
+			d := math.Abs(float64(got[i]) - float64(want[i]))
+			tol := tight
+			if math.Abs(float64(g0[i])) < small {
+				tol = 3 * lr
+				loose++
+				worstLoose = max(worstLoose, d)
+			} else if d > worst {
+				worst, worstName = d, n
+			}
+			if d > tol {
+				t.Errorf("after 3 AdamW steps, %s[%d] (first gradient %.3g): diff %g > %g", n, i, g0[i], d, tol)
+				break
+			}
 		}
 	}
+	t.Logf("%s: %d weights with |first gradient| < %g held to 3*lr (worst %.3g)", filepath.Base(dir), loose, small, worstLoose)
 	t.Logf("%s: after 3 AdamW steps, worst parameter diff %.3g (%s)", filepath.Base(dir), worst, worstName)
 }
 

@@ -1,0 +1,25 @@
+//go:build amd64 && !purego
+
+package sgemm
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run -C asm . -out ../kernel_amd64.s -stubs ../kernel_amd64_stubs.go -pkg sgemm
+
+// archKernels returns the assembly kernels this CPU and OS support, best
+// first. x/sys/cpu reports AVX2 and AVX-512 only when the OS saves the
+// wider registers.
+func archKernels() []*kernel {
+	var ks []*kernel
+	if cpu.X86.HasAVX512F {
+		ks = append(ks, &kernel{name: "avx512", mr: 12, nr: 32, mc: 144, kc: 256, nc: 2048,
+			packed: kernelAVX512x32P, rows: kernelAVX512x32R, cols: kernelAVX512x32C,
+			packedHalf: kernelAVX512x16P, rowsHalf: kernelAVX512x16R, colsHalf: kernelAVX512x16C, transpose8: transpose8, copyRows: copyRows})
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		ks = append(ks, &kernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048,
+			packed: kernelAVX2x16P, rows: kernelAVX2x16R, cols: kernelAVX2x16C,
+			packedHalf: kernelAVX2x8P, rowsHalf: kernelAVX2x8R, colsHalf: kernelAVX2x8C, transpose8: transpose8, copyRows: copyRows})
+	}
+	return ks
+}

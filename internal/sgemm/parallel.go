@@ -1,0 +1,177 @@
+package sgemm
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+var (
+	maxThreads  atomic.Int64 // 0: GOMAXPROCS
+	minParFlops atomic.Int64
+)
+
+func init() { minParFlops.Store(DefaultParallelFlops) }
+
+// DefaultParallelFlops is the default of SetParallelFlops: below about
+// 4 MFLOP (a 128×128×128 product) handing work to another goroutine costs
+// more than it saves.
+const DefaultParallelFlops = 4 << 20
+
+// SetThreads sets how many goroutines one Sgemm call may use; n <= 0 means
+// GOMAXPROCS (the default). It returns the previous setting.
+func SetThreads(n int) int {
+	return int(maxThreads.Swap(int64(max(n, 0))))
+}
+
+// Threads returns how many goroutines a large Sgemm call uses now.
+func Threads() int {
+	t := int(maxThreads.Load())
+	if g := runtime.GOMAXPROCS(0); t <= 0 || t > g {
+		t = g
+	}
+	return t
+}
+
+// SetParallelFlops sets the size, in floating-point operations (2·m·n·k),
+// from which a call is split across goroutines. It returns the previous
+// setting.
+func SetParallelFlops(flops int) int {
+	return int(minParFlops.Swap(int64(flops)))
+}
+
+// threadsFor returns how many goroutines to use for an m×n×k product: each
+// must get at least one full tile row or column block.
+func threadsFor(kn *kernel, m, n, k int) int {
+	t := Threads()
+	if t <= 1 || 2*int64(m)*int64(n)*int64(k) < minParFlops.Load() {
+		return 1
+	}
+	return min(t, max(m/kn.mr, n/kn.nr))
+}
+
+// chunksPerThread is how many chunks a parallel product is cut into per
+// goroutine. Chunks are claimed dynamically, so when another process holds
+// a core (the machine is shared) the caller takes over the chunks a
+// descheduled worker has not started; each chunk packs its own panels of
+// B (row chunks) or rereads A (column chunks), the price of more than one
+// chunk per goroutine.
+const chunksPerThread = 2
+
+// job is one parallel product: its chunks, claimed in order by the caller
+// and the workers it woke.
+type job struct {
+	p       problem
+	byRows  bool // chunks are blocks of rows (else of columns)
+	step    int  // rows or columns per chunk
+	size    int  // m or n
+	chunks  int64
+	next    atomic.Int64  // next chunk to claim
+	pending atomic.Int64  // chunks not yet finished
+	refs    atomic.Int32  // goroutines still using the job
+	wake    chan struct{} // a worker that finished the last chunk tells the caller
+}
+
+var (
+	jobFree = make(chan *job, 16) // idle jobs (see scratchFree)
+	jobs    = make(chan *job)     // unbuffered: a send succeeds only to an idle worker
+	workers struct {
+		sync.Mutex
+		n int
+	}
+)
+
+// ensureWorkers starts worker goroutines until there are at least n.
+// Workers live for the life of the process.
+func ensureWorkers(n int) {
+	workers.Lock()
+	defer workers.Unlock()
+	for ; workers.n < n; workers.n++ {
+		go func() {
+			s := new(scratch)
+			for j := range jobs {
+				if j.work(s) {
+					j.wake <- struct{}{}
+				}
+				j.release()
+			}
+		}()
+	}
+}
+
+// work runs chunks until none is left to claim, reporting whether it
+// finished the product's last chunk.
+func (j *job) work(s *scratch) (last bool) {
+	for {
+		c := j.next.Add(1) - 1
+		if c >= j.chunks {
+			return false
+		}
+		lo := int(c) * j.step
+		hi := min(lo+j.step, j.size)
+		var part problem
+		if j.byRows {
+			part = j.p.rows(lo, hi)
+		} else {
+			part = j.p.cols(lo, hi)
+		}
+		part.run(s)
+		if j.pending.Add(-1) == 0 {
+			return true
+		}
+	}
+}
+
+// release drops one reference and recycles the job after the last.
+func (j *job) release() {
+	if j.refs.Add(-1) != 0 {
+		return
+	}
+	j.p = problem{}
+	select {
+	case jobFree <- j:
+	default:
+	}
+}
+
+// parallel cuts p into about chunksPerThread·t chunks along M or N and runs
+// them on the caller and on up to t-1 idle workers.
+func parallel(p *problem, t int) {
+	ensureWorkers(t - 1)
+	var j *job
+	select {
+	case j = <-jobFree:
+	default:
+		j = &job{wake: make(chan struct{}, 1)}
+	}
+	// Chunks of rows each pack all of B (k×n), chunks of columns each read
+	// all of A (k×m): cut along M when it is the much larger side or N
+	// has too few tiles.
+	n := t * chunksPerThread
+	j.byRows = p.m/p.kern.mr >= n && (p.m >= 2*p.n || p.n/p.kern.nr < n)
+	j.size, j.step = p.n, p.kern.nr
+	if j.byRows {
+		j.size, j.step = p.m, p.kern.mr
+	}
+	j.step = roundUp((j.size+n-1)/n, j.step)
+	j.chunks = int64((j.size + j.step - 1) / j.step)
+	j.p = *p
+	j.next.Store(0)
+	j.pending.Store(j.chunks)
+	j.refs.Store(1)
+	for range t - 1 {
+		j.refs.Add(1)
+		select {
+		case jobs <- j:
+		default:
+			j.refs.Add(-1) // no idle worker: the caller does more
+		}
+	}
+	s := getScratch()
+	last := j.work(s)
+	putScratch(s)
+	if !last {
+		<-j.wake
+	}
+	j.release()
+}

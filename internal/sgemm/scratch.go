@@ -1,0 +1,51 @@
+package sgemm
+
+// scratch holds the packing buffers of one goroutine's product. Buffers grow
+// to the largest block seen and are kept on a free list, so a call allocates
+// nothing once warm. The list is a buffered channel rather than a sync.Pool:
+// a Pool is emptied by garbage collections, which a training step with a
+// TapeMachine triggers every step, and the buffers would be reallocated.
+type scratch struct {
+	a []float32 // packed mc×kc block of A
+	b []float32 // packed kc×nc block of B
+	t []float32 // one mr×nr tile for edges of C
+}
+
+// scratchFree holds idle scratch; more than its capacity of concurrent
+// calls allocate the extra scratch and drop it afterwards.
+var scratchFree = make(chan *scratch, 16)
+
+func getScratch() *scratch {
+	select {
+	case s := <-scratchFree:
+		return s
+	default:
+		return new(scratch)
+	}
+}
+
+func putScratch(s *scratch) {
+	select {
+	case scratchFree <- s:
+	default:
+	}
+}
+
+// grow makes s large enough for an m×n×k product with kernel kn.
+func (s *scratch) grow(kn *kernel, m, n, k int) {
+	kb := min(kn.kc, k)
+	mb := roundUp(min(kn.mc, m), kn.mr)
+	nb := roundUp(min(kn.nc, n), kn.nr)
+	if len(s.a) < mb*kb {
+		s.a = make([]float32, kn.mc*kn.kc)
+	}
+	if len(s.b) < nb*kb {
+		s.b = make([]float32, nb*kb)
+	}
+	if len(s.t) < kn.mr*kn.nr {
+		s.t = make([]float32, kn.mr*kn.nr)
+	}
+}
+
+// roundUp returns x rounded up to a multiple of q.
+func roundUp(x, q int) int { return (x + q - 1) / q * q }
