@@ -3,9 +3,14 @@ package models
 import (
 	"math/rand/v2"
 	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
 )
 
-// benchData is baby's MLP activation: B*T = 768 rows of 4C = 512.
+// benchData is n standard normal float32 values, reproducible.
 func benchData(n int) []float32 {
 	rng := rand.New(rand.NewPCG(1, 1))
 	x := make([]float32, n)
@@ -15,77 +20,123 @@ func benchData(n int) []float32 {
 	return x
 }
 
-func BenchmarkGELU(b *testing.B) {
-	x := benchData(768 * 512)
-	y := make([]float32, len(x))
-	b.Run("forward/erf", func(b *testing.B) {
-		b.SetBytes(int64(4 * len(x)))
-		for b.Loop() {
-			geluForward(y, x)
+// babyOp is one custom op on float32 inputs of the shapes it has in a
+// training step of the baby config (B=12, T=64, C=128, H=4, V=65).
+type babyOp struct {
+	name string
+	op   interface {
+		G.Op
+		G.UsePreallocDoer
+	}
+	in []G.Value
+}
+
+func babyOps() []babyOp {
+	const B, T, C, H, V = 12, 64, 128, 4, 65
+	const N = B * T
+	dense := func(s ...int) *tensor.Dense {
+		return tensor.New(tensor.WithShape(s...), tensor.WithBacking(benchData(prod(s))))
+	}
+	tg := make([]int, N)
+	for i := range tg {
+		tg[i] = (i * 7) % V
+	}
+	targets := tensor.New(tensor.WithShape(N), tensor.WithBacking(tg))
+	x, w, bias, dy := dense(N, C), dense(C), dense(C), dense(N, C)
+	f, df := dense(N, 4*C), dense(N, 4*C)
+	fy, _ := (geluOp{}).Do(f)
+	att, datt := dense(B*H, T, T), dense(B*H, T, T)
+	scale := 0.17677669529663687
+	p, _ := (causalSoftmaxOp{scale: scale}).Do(att)
+	logits := dense(N, V)
+	return []babyOp{
+		{"AddBias", addBiasOp{}, []G.Value{x, bias}},
+		{"ColSum", colSumOp{}, []G.Value{x}},
+		{"LayerNorm", lnOp{}, []G.Value{x, w, bias}},
+		{"LayerNormGradX", lnGradXOp{}, []G.Value{x, w, dy}},
+		{"LayerNormGradW", lnGradWOp{}, []G.Value{x, dy}},
+		{"GELU", geluOp{}, []G.Value{f}},
+		{"GELUGrad", geluOp{grad: true}, []G.Value{f, fy, df}},
+		{"SplitHeads", headsOp{B: B, T: T, H: H}, []G.Value{x}},
+		{"MergeHeads", headsOp{B: B, T: T, H: H, merge: true}, []G.Value{dense(B*H, T, C/H)}},
+		{"CausalSoftmax", causalSoftmaxOp{scale: scale}, []G.Value{att}},
+		{"CausalSoftmaxGrad", causalSoftmaxOp{scale: scale, grad: true}, []G.Value{p, datt}},
+		{"CrossEntropy", xentOp{}, []G.Value{logits, targets}},
+		{"CrossEntropyGrad", xentOp{grad: true}, []G.Value{logits, targets, G.NewF32(1)}},
+	}
+}
+
+// BenchmarkOps runs every custom op at baby's shapes through gorgonia's
+// UsePreallocDo and through its arena kernel, split and serial.
+func BenchmarkOps(b *testing.B) {
+	for _, tc := range babyOps() {
+		want, err := tc.op.Do(tc.in...)
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
-	b.Run("forward/fast", func(b *testing.B) {
-		b.SetBytes(int64(4 * len(x)))
+		b.Run(tc.name+"/prealloc", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.op.UsePreallocDo(want, tc.in...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		k, ok := any(tc.op).(arena.Kernel)
+		if !ok {
+			continue
+		}
+		out, in := bufsOf(b, want, tc.in)
+		// the kernel as bound by default (split across the pool above a
+		// size), and bound serially: their ratio is what the split buys.
+		for _, limit := range []int{maxParts, 1} {
+			splitLimit = limit
+			run, ok := k.BindKernel(out, in)
+			splitLimit = maxParts
+			if !ok {
+				b.Fatalf("%s: BindKernel refused baby shapes", tc.name)
+			}
+			name := tc.name + "/kernel"
+			if limit == 1 {
+				name += "-serial"
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					run()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGELUSerial times the float32 GELU loops on one goroutine, per
+// element (baby's MLP activation: 768 rows of 512).
+func BenchmarkGELUSerial(b *testing.B) {
+	x := benchData(768 * 512)
+	y, dx := make([]float32, len(x)), make([]float32, len(x))
+	geluForward32(y, x)
+	b.Run("forward", func(b *testing.B) {
 		for b.Loop() {
 			geluForward32(y, x)
 		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/elem")
 	})
 	b.Run("backward", func(b *testing.B) {
-		fy := make([]float32, len(x))
-		geluForward32(fy, x)
-		b.SetBytes(int64(4 * len(x)))
 		for b.Loop() {
-			geluBackward(y, x, fy, x, expFast)
+			geluBackward32(dx, x, x)
 		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/elem")
 	})
-}
-
-func BenchmarkLayerNorm(b *testing.B) {
-	const N, C = 768, 128
-	x := benchData(N * C)
-	w, bias := benchData(C), benchData(C)
-	y := make([]float32, len(x))
-	b.Run("forward", func(b *testing.B) {
+	b.Run("reference-erf", func(b *testing.B) {
+		x64 := make([]float64, len(x))
+		for i, v := range x {
+			x64[i] = float64(v)
+		}
+		y64 := make([]float64, len(x))
 		for b.Loop() {
-			lnForward(y, x, w, bias)
+			geluForward(y64, x64)
 		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/elem")
 	})
-	b.Run("backward", func(b *testing.B) {
-		dw := make([]float32, C)
-		for b.Loop() {
-			lnBackwardX(y, x, w, x)
-			lnBackwardW(dw, x, x)
-		}
-	})
-}
-
-func BenchmarkCausalSoftmax(b *testing.B) {
-	const N, T = 48, 64
-	s := benchData(N * T * T)
-	y := make([]float32, len(s))
-	b.Run("forward", func(b *testing.B) {
-		for b.Loop() {
-			causalSoftmaxForward(y, s, T, 0, 0.17, expFast)
-		}
-	})
-	b.Run("backward", func(b *testing.B) {
-		d := make([]float32, len(s))
-		for b.Loop() {
-			causalSoftmaxBackward(d, y, s, T, 0, 0.17)
-		}
-	})
-}
-
-func BenchmarkCrossEntropy(b *testing.B) {
-	const N, V = 768, 65
-	l := benchData(N * V)
-	t := make([]int, N)
-	for i := range t {
-		t[i] = i % V
-	}
-	d := make([]float32, len(l))
-	for b.Loop() {
-		xentForward(l, t, V, expFast)
-		xentBackward(d, l, t, V, 1.0/N, expFast)
-	}
 }

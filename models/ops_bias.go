@@ -7,6 +7,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
 )
 
 // AddBias returns x + b with b (C) added to every row of x (N, C): the
@@ -34,7 +36,7 @@ func (addBiasOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 func (op addBiasOp) Do(in ...G.Value) (G.Value, error) {
 	return op.UsePreallocDo(newLike(in[0], in[0].Shape()), in...)
 }
-func (addBiasOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
+func (op addBiasOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err := checkSameDtype("AddBias", in...); err != nil {
 		return nil, err
 	}
@@ -42,13 +44,37 @@ func (addBiasOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch y := o.Data().(type) {
-	case []float32:
-		addBias(y, in[0].Data().([]float32), in[1].Data().([]float32))
-	case []float64:
+	if y, ok := o.Data().([]float64); ok {
 		addBias(y, in[0].Data().([]float64), in[1].Data().([]float64))
+		return o, nil
 	}
-	return o, nil
+	return runFloat32(op, "AddBias", o, in)
+}
+
+// BindKernel implements arena.Kernel.
+func (op addBiasOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+// InPlaceInputs implements arena.InPlacer: y[i] depends on x[i] alone.
+func (addBiasOp) InPlaceInputs() []int { return []int{0} }
+
+func (op addBiasOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("AddBias: %d inputs, want 2", len(in))
+	}
+	if err := checkF32("AddBias", out, in[0], in[1]); err != nil {
+		return nil, err
+	}
+	s, err := op.InferShape(in[0].Shape, in[1].Shape)
+	if err != nil {
+		return nil, err
+	}
+	if !out.Shape.Eq(s) {
+		return nil, fmt.Errorf("AddBias: output %v, want %v", out.Shape, s)
+	}
+	y, x, b := out.F32, in[0].F32, in[1].F32
+	return func() { addBias(y, x, b) }, nil
 }
 func (addBiasOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "AddBias") }
 func (op addBiasOp) Hashcode() uint32   { return hashOf(op) }
@@ -62,10 +88,13 @@ func (addBiasOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{grad, db}, nil
 }
 
+// addBias is y = x + b per row; y may be x.
 func addBias[F float](y, x, b []F) {
 	C := len(b)
 	for r := 0; r+C <= len(x); r += C {
-		yr, xr := y[r:r+C], x[r:r+C]
+		xr := x[r : r+C]
+		yr := y[r : r+C]
+		xr, yr = xr[:len(b)], yr[:len(b)]
 		for c, bv := range b {
 			yr[c] = xr[c] + bv
 		}
@@ -93,38 +122,65 @@ func (op colSumOp) Do(in ...G.Value) (G.Value, error) {
 	}
 	return op.UsePreallocDo(newLike(in[0], tensor.Shape{s[1]}), in...)
 }
-func (colSumOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
+func (op colSumOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err := checkSameDtype("ColSum", in...); err != nil {
 		return nil, err
 	}
 	s := in[0].Shape()
+	if s.Dims() != 2 {
+		return nil, fmt.Errorf("ColSum: shape %v, want (N, C)", s)
+	}
 	o, err := checkPrealloc("ColSum", out, tensor.Shape{s[1]}, in[0].Dtype())
 	if err != nil {
 		return nil, err
 	}
-	switch y := o.Data().(type) {
-	case []float32:
-		colSum(y, in[0].Data().([]float32))
-	case []float64:
-		colSum(y, in[0].Data().([]float64))
+	if y, ok := o.Data().([]float64); ok {
+		colSum(y, in[0].Data().([]float64), make([]float64, s[1]))
+		return o, nil
 	}
-	return o, nil
+	return runFloat32(op, "ColSum", o, in)
+}
+
+// BindKernel implements arena.Kernel.
+func (op colSumOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("ColSum: %d inputs, want 1", len(in))
+	}
+	if err := checkF32("ColSum", out, in[0]); err != nil {
+		return nil, err
+	}
+	s, err := op.InferShape(in[0].Shape)
+	if err != nil {
+		return nil, err
+	}
+	if out.Shape.TotalSize() != s[0] || out.Shape.Dims() != 1 {
+		return nil, fmt.Errorf("ColSum: output %v, want %v", out.Shape, s)
+	}
+	y, x, acc := out.F32, in[0].F32, make([]float64, s[0])
+	return func() { colSum(y, x, acc) }, nil
 }
 func (colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
 func (op colSumOp) Hashcode() uint32   { return hashOf(op) }
 func (colSumOp) String() string        { return "ColSum" }
 
-// colSum sums the rows of x into y, accumulating in float64 like a
-// reduction should.
-func colSum[F float](y, x []F) {
+// colSum sums the rows of x into y, accumulating in float64 (acc, of
+// y's length) like a reduction should, rows in order.
+func colSum[F float](y, x []F, acc []float64) {
 	C := len(y)
-	acc := make([]float64, C)
+	acc = acc[:C]
+	clear(acc)
 	for r := 0; r+C <= len(x); r += C {
-		for c, v := range x[r : r+C] {
-			acc[c] += float64(v)
+		xr := x[r : r+C]
+		xr = xr[:len(acc)]
+		for c := range acc {
+			acc[c] += float64(xr[c])
 		}
 	}
-	for c := range y {
-		y[c] = F(acc[c])
+	for c, v := range acc {
+		y[c] = F(v)
 	}
 }

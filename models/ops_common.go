@@ -14,9 +14,11 @@ import (
 // gorgonia SDOp (its SymDiff applies backward ops, so gorgonia.Grad builds
 // the backward graph), and backward ops that are plain Ops. Every op
 // implements UsePreallocDoer, so an executor that plans memory can bind
-// its output; Do allocates and calls UsePreallocDo. Kernels are generic
-// over float32 and float64 (float64 is what the finite-difference tests
-// use) and accumulate in float64.
+// its output, and arena.Kernel, so the arena executor can bind the whole
+// computation once and run it without allocating (see ops_kernel.go); Do
+// allocates and calls UsePreallocDo. float32 values run the fast kernels,
+// float64 values (what the finite-difference tests use) the reference
+// loops with math.Exp and math.Erf; both accumulate in float64.
 
 type float interface{ ~float32 | ~float64 }
 
@@ -31,15 +33,6 @@ func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
 
 // tt is the gorgonia type of a dims-dimensional tensor of a.
 func tt(dims int, of hm.Type) hm.Type { return G.TensorType{Dims: dims, Of: of} }
-
-// denseOf returns v as a *tensor.Dense.
-func denseOf(op string, v G.Value) (*tensor.Dense, error) {
-	d, ok := v.(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("%s: input is %T, want *tensor.Dense", op, v)
-	}
-	return d, nil
-}
 
 // newLike allocates a zeroed tensor of shape s and v's dtype.
 func newLike(v G.Value, s tensor.Shape) *tensor.Dense {

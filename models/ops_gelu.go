@@ -8,12 +8,15 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
 )
 
 // GELU is the exact GELU, x*Φ(x) = 0.5*x*(1+erf(x/√2)), as torch's
 // F.gelu with approximate="none"; elementwise, any shape. Its gradient is
 // GELUGrad(x, y, dy) = dy*(Φ(x) + x*φ(x)), which reads Φ(x) = y/x off the
-// forward output y instead of evaluating erfc again.
+// forward output y in float64 (the float32 kernel evaluates GELU' from a
+// table instead).
 func GELU(x *G.Node) (*G.Node, error) { return G.ApplyOp(geluOp{}, x) }
 
 type geluOp struct {
@@ -59,23 +62,64 @@ func (op geluOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch y := o.Data().(type) {
-	case []float32:
-		x := in[0].Data().([]float32)
-		if op.grad {
-			fy, dy := in[1].Data().([]float32), in[2].Data().([]float32)
-			parallelRows(len(x), 1, func(lo, hi int) { geluBackward(y[lo:hi], x[lo:hi], fy[lo:hi], dy[lo:hi], expFast) })
-		} else {
-			parallelRows(len(x), 1, func(lo, hi int) { geluForward32(y[lo:hi], x[lo:hi]) })
-		}
-	case []float64:
-		if op.grad {
-			geluBackward(y, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64), math.Exp)
-		} else {
-			geluForward(y, in[0].Data().([]float64))
-		}
+	y, ok := o.Data().([]float64)
+	if !ok {
+		return runFloat32(op, op.String(), o, in)
+	}
+	if op.grad {
+		geluBackward(y, in[0].Data().([]float64), in[1].Data().([]float64), in[2].Data().([]float64))
+	} else {
+		geluForward(y, in[0].Data().([]float64))
 	}
 	return o, nil
+}
+
+// BindKernel implements arena.Kernel.
+func (op geluOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+// InPlaceInputs implements arena.InPlacer: elementwise, so the output may
+// overwrite any input (the planner decides whether that input is still
+// needed; GELU's is, by its gradient, when training).
+func (op geluOp) InPlaceInputs() []int {
+	if op.grad {
+		return []int{2, 1, 0}
+	}
+	return []int{0}
+}
+
+// geluGrain is the elements of one row of a GELU split.
+const geluGrain = 1024
+
+func (op geluOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	if err := checkF32(op.String(), append([]arena.Buf{out}, in...)...); err != nil {
+		return nil, err
+	}
+	s, err := op.check(shapesOfBufs(in))
+	if err != nil {
+		return nil, err
+	}
+	if !out.Shape.Eq(s) {
+		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
+	}
+	n := len(out.F32)
+	rows := (n + geluGrain - 1) / geluGrain
+	y, x := out.F32, in[0].F32
+	if op.grad {
+		dy := in[2].F32 // in[1], the forward output, is not needed
+		return newRowSplit(rows, 4*geluGrain, func(lo, hi int) {
+			lo, hi = lo*geluGrain, min(hi*geluGrain, n)
+			geluBackward32(y[lo:hi], x[lo:hi], dy[lo:hi])
+		}).run, nil
+	}
+	return newRowSplit(rows, 4*geluGrain, func(lo, hi int) {
+		lo, hi = lo*geluGrain, min(hi*geluGrain, n)
+		geluForward32(y[lo:hi], x[lo:hi])
+	}).run, nil
 }
 func (op geluOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op geluOp) Hashcode() uint32      { return hashOf(op) }
@@ -108,35 +152,58 @@ func geluForward[F float](y, x []F) {
 }
 
 // invSqrt2Pi is 1/√(2π), the normal density's constant.
-var invSqrt2Pi = 1 / math.Sqrt(2*math.Pi)
+const invSqrt2Pi = 0.3989422804014327
 
-// geluBackward is dx = dy*(Φ(x) + x*φ(x)) with Φ(x) = y/x from the forward
-// output y = x*Φ(x): as accurate as y (relative to Φ, also in the lower
-// tail) and one division instead of an erfc. At x = 0 and where y is zero
-// or subnormal, Φ is evaluated directly.
-func geluBackward[F float](dx, x, y, dy []F, exp func(float64) float64) {
-	for i, v := range x {
-		f := float64(v)
+// geluBackward is the float64 reference of geluBackward32, with math.Erfc
+// and math.Exp.
+func geluBackward(dx, x, y, dy []float64) {
+	for i, f := range x {
 		var cdf float64
-		if yv := float64(y[i]); f != 0 && math.Abs(yv) >= 1e-37 {
-			cdf = yv / f
+		if f != 0 && math.Abs(y[i]) >= 1e-300 {
+			cdf = y[i] / f
 		} else {
 			cdf = 0.5 * math.Erfc(-f/math.Sqrt2)
 		}
-		pdf := exp(-0.5*f*f) * invSqrt2Pi
-		dx[i] = F(float64(dy[i]) * (cdf + f*pdf))
+		dx[i] = dy[i] * (cdf + f*math.Exp(-0.5*f*f)*invSqrt2Pi)
 	}
 }
 
-// geluForward32 computes Φ(x) = erfc(-x/√2)/2 with erfcFast (math.Erfc's
-// approximation) in float64, so Φ is accurate relative to itself also in
-// the lower tail, where 1+erf(x/√2) cancels in float32. (PyTorch's CPU
-// kernel uses float32 and the Abramowitz-Stegun erf, absolute error
-// 1.5e-7; the two agree to within 1.5e-7 absolute, far inside the 1e-4
-// parity tolerance.)
-func geluForward32(y, x []float32) {
+// geluBackward32 is dx = dy*GELU'(x), GELU'(x) = Φ(x) + x*φ(x) from
+// slopeTable for |x| <= 4, else from normCDF and expFast; it does
+// not read the forward output. dx may be any input.
+func geluBackward32(dx, x, dy []float32) {
+	dy, dx = dy[:len(x)], dx[:len(x)]
 	for i, v := range x {
 		f := float64(v)
-		y[i] = float32(f * 0.5 * erfcFast(-f/math.Sqrt2))
+		var slope float64
+		u := (f - tableMin) * tablePer
+		uf := u + roundMagic
+		if k := int64(math.Float64bits(uf) - roundMagicBits); uint64(k) < tableLen {
+			slope = slopeTable[k].at(u - (uf - roundMagic))
+		} else { // |x| > 4, NaN
+			slope = normCDF(f) + f*expFast(-0.5*f*f)*invSqrt2Pi
+		}
+		dx[i] = float32(float64(dy[i]) * slope)
+	}
+}
+
+// geluForward32 is x·Φ(x) with Φ from phiTable for |x| <= 4, else
+// from normCDF: accurate to float32 rounding, also relative to y in the
+// lower tail. (PyTorch's CPU kernel uses float32 and an erf polynomial of
+// absolute error about 1e-7; the two agree far inside the 1e-4 parity
+// tolerance.) y may be x.
+func geluForward32(y, x []float32) {
+	y = y[:len(x)]
+	for i, v := range x {
+		f := float64(v)
+		var cdf float64
+		u := (f - tableMin) * tablePer
+		uf := u + roundMagic
+		if k := int64(math.Float64bits(uf) - roundMagicBits); uint64(k) < tableLen {
+			cdf = phiTable[k].at(u - (uf - roundMagic))
+		} else { // |x| > 4, NaN
+			cdf = normCDF(f)
+		}
+		y[i] = float32(f * cdf)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
 )
 
 // SplitHeads rearranges x (B*T, C) into heads (B*H, T, hs), hs = C/H:
@@ -72,13 +74,34 @@ func (op headsOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch y := o.Data().(type) {
-	case []float32:
-		permuteHeads(y, in[0].Data().([]float32), op.B, op.T, op.H, op.merge)
-	case []float64:
+	if y, ok := o.Data().([]float64); ok {
 		permuteHeads(y, in[0].Data().([]float64), op.B, op.T, op.H, op.merge)
+		return o, nil
 	}
-	return o, nil
+	return runFloat32(op, op.String(), o, in)
+}
+
+// BindKernel implements arena.Kernel.
+func (op headsOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+func (op headsOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("%v: %d inputs, want 1", op, len(in))
+	}
+	if err := checkF32(op.String(), out, in[0]); err != nil {
+		return nil, err
+	}
+	s, err := op.outShape(in[0].Shape)
+	if err != nil {
+		return nil, err
+	}
+	if !out.Shape.Eq(s) {
+		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
+	}
+	y, x := out.F32, in[0].F32
+	return func() { permuteHeads(y, x, op.B, op.T, op.H, op.merge) }, nil
 }
 func (op headsOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op headsOp) Hashcode() uint32      { return hashOf(op) }
@@ -100,10 +123,12 @@ func (op headsOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 // split reads the first and writes the second, merge the reverse.
 func permuteHeads[F float](dst, src []F, B, T, H int, merge bool) {
 	hs := len(src) / (B * T * H)
+	C := H * hs
 	for b := 0; b < B; b++ {
 		for t := 0; t < T; t++ {
+			bt := (b*T + t) * C
 			for h := 0; h < H; h++ {
-				bth := ((b*T+t)*H + h) * hs // (B, T, H, hs)
+				bth := bt + h*hs            // (B, T, H, hs)
 				bht := ((b*H+h)*T + t) * hs // (B, H, T, hs)
 				if merge {
 					copy(dst[bth:bth+hs], src[bht:bht+hs])

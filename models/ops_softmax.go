@@ -8,15 +8,20 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
 )
 
 // CausalSoftmax is softmax(scale*s) over the last axis of attention
 // scores s (N, T, T) with the causal mask fused in: row i attends to
 // columns 0..i, the rest are exactly 0 and never computed, as
-// masked_fill(-inf) followed by softmax in the reference. Each row is
-// shifted by its own maximum, so large scores cannot overflow. Its
-// gradient is CausalSoftmaxGrad(y, dy) = scale*y*(dy - Σ y·dy).
+// masked_fill(-inf) followed by softmax in the reference; scale must be
+// positive. Each row is shifted by its own maximum, so large scores cannot
+// overflow. Its gradient is CausalSoftmaxGrad(y, dy) = scale*y*(dy - Σ y·dy).
 func CausalSoftmax(s *G.Node, scale float64) (*G.Node, error) {
+	if !(scale > 0) || math.IsInf(scale, 1) {
+		return nil, fmt.Errorf("CausalSoftmax: scale %v, want a positive finite number", scale)
+	}
 	return G.ApplyOp(causalSoftmaxOp{scale: scale}, s)
 }
 
@@ -67,29 +72,59 @@ func (op causalSoftmaxOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, er
 	if err != nil {
 		return nil, err
 	}
-	T := s[1]
-	rows := s[0] * T // independent rows of T; a range [lo, hi) of them is [lo*T, hi*T)
-	switch y := o.Data().(type) {
-	case []float32:
-		a := in[0].Data().([]float32)
-		if op.grad {
-			dy := in[1].Data().([]float32)
-			parallelRows(rows, T, func(lo, hi int) {
-				causalSoftmaxBackward(y[lo*T:hi*T], a[lo*T:hi*T], dy[lo*T:hi*T], T, lo, op.scale)
-			})
-		} else {
-			parallelRows(rows, 2*T, func(lo, hi int) {
-				causalSoftmaxForward(y[lo*T:hi*T], a[lo*T:hi*T], T, lo, op.scale, expFast)
-			})
-		}
-	case []float64:
-		if op.grad {
-			causalSoftmaxBackward(y, in[0].Data().([]float64), in[1].Data().([]float64), T, 0, op.scale)
-		} else {
-			causalSoftmaxForward(y, in[0].Data().([]float64), T, 0, op.scale, math.Exp)
-		}
+	y, ok := o.Data().([]float64)
+	if !ok {
+		return runFloat32(op, op.String(), o, in)
+	}
+	if op.grad {
+		causalSoftmaxBackward(y, in[0].Data().([]float64), in[1].Data().([]float64), s[1], 0, op.scale)
+	} else {
+		causalSoftmaxForward(y, in[0].Data().([]float64), s[1], 0, op.scale)
 	}
 	return o, nil
+}
+
+// BindKernel implements arena.Kernel.
+func (op causalSoftmaxOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+// InPlaceInputs implements arena.InPlacer: a row of the output is written
+// after the row's maximum (or dot product) is known, and element j reads
+// only element j of the inputs.
+func (op causalSoftmaxOp) InPlaceInputs() []int {
+	if op.grad {
+		return []int{1, 0}
+	}
+	return []int{0}
+}
+
+func (op causalSoftmaxOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	if err := checkF32(op.String(), append([]arena.Buf{out}, in...)...); err != nil {
+		return nil, err
+	}
+	s, err := op.check(shapesOfBufs(in))
+	if err != nil {
+		return nil, err
+	}
+	if !out.Shape.Eq(s) {
+		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
+	}
+	// independent rows of T; a range [lo, hi) of them is [lo*T, hi*T).
+	T, rows, scale := s[1], s[0]*s[1], op.scale
+	y, a := out.F32, in[0].F32
+	if op.grad {
+		dy := in[1].F32
+		return newRowSplit(rows, T, func(lo, hi int) {
+			causalSoftmaxBackward(y[lo*T:hi*T], a[lo*T:hi*T], dy[lo*T:hi*T], T, lo, scale)
+		}).run, nil
+	}
+	return newRowSplit(rows, 4*T, func(lo, hi int) {
+		causalSoftmaxForward32(y[lo*T:hi*T], a[lo*T:hi*T], T, lo, scale)
+	}).run, nil
 }
 func (op causalSoftmaxOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalSoftmaxOp) Hashcode() uint32      { return hashOf(op) }
@@ -114,41 +149,66 @@ func (op causalSoftmaxOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error
 
 // causalSoftmaxForward: y[n,i,j] = exp(scale*s[n,i,j] - m) / Σ_{j'≤i} (…)
 // for j ≤ i, where m is the row's maximum; 0 for j > i. s and y start at
-// row first of the (N*T, T) matrix (for a split across goroutines).
-func causalSoftmaxForward[F float](y, s []F, T, first int, scale float64, exp func(float64) float64) {
+// row first of the (N*T, T) matrix (for a split across goroutines). The
+// float64 reference of causalSoftmaxForward32, with math.Exp.
+func causalSoftmaxForward(y, s []float64, T, first int, scale float64) {
 	for r := 0; r+T <= len(s); r += T {
 		i := (first + r/T) % T // query position of this row
-		sr, yr := s[r:r+T], y[r:r+T]
+		sr, yr := s[r:r+i+1], y[r:r+T]
 		m := math.Inf(-1)
-		for _, v := range sr[:i+1] {
-			m = math.Max(m, scale*float64(v))
+		for _, v := range sr {
+			m = max(m, scale*v)
 		}
 		var sum float64
-		for j, v := range sr[:i+1] {
-			e := exp(scale*float64(v) - m)
+		for j, v := range sr {
+			e := math.Exp(scale*v - m)
 			sum += e
-			yr[j] = F(e)
+			yr[j] = e
 		}
-		inv := 1 / sum
-		for j := range yr[:i+1] {
-			yr[j] = F(float64(yr[j]) * inv)
+		for j := range sr {
+			yr[j] /= sum
 		}
 		clear(yr[i+1:])
 	}
 }
 
-// causalSoftmaxBackward: ds = scale*y*(dy - Σ_j y·dy) on j ≤ i, 0 above.
+// causalSoftmaxForward32 is causalSoftmaxForward on float32 with expFast,
+// in float64 within a row; masked entries are never read. y may be s.
+func causalSoftmaxForward32(y, s []float32, T, first int, scale float64) {
+	for r := 0; r+T <= len(s); r += T {
+		i := (first + r/T) % T // query position of this row
+		sr := s[r : r+i+1]
+		yr := y[r : r+T]
+		m := scale * float64(max4(sr)) // the row's largest scale*s, as scale > 0
+		yi := yr[:len(sr)]
+		var sum float64
+		for j, v := range sr {
+			e := expFast(scale*float64(v) - m)
+			sum += e
+			yi[j] = float32(e)
+		}
+		inv := 1 / sum
+		for j, v := range yi {
+			yi[j] = float32(float64(v) * inv)
+		}
+		clear(yr[len(sr):])
+	}
+}
+
+// causalSoftmaxBackward: ds = scale*y*(dy - Σ_j y·dy) on j ≤ i, 0 above;
+// ds may be y or dy.
 func causalSoftmaxBackward[F float](ds, y, dy []F, T, first int, scale float64) {
 	for r := 0; r+T <= len(y); r += T {
 		i := (first + r/T) % T
-		yr, dyr, dsr := y[r:r+T], dy[r:r+T], ds[r:r+T]
-		var dot float64
-		for j := 0; j <= i; j++ {
-			dot += float64(yr[j]) * float64(dyr[j])
+		yr := y[r : r+i+1]
+		dyr := dy[r : r+i+1]
+		dsr := ds[r : r+T]
+		dyr = dyr[:len(yr)]
+		dot := dot4(yr, dyr)
+		dsi := dsr[:len(yr)]
+		for j, v := range yr {
+			dsi[j] = F(scale * float64(v) * (float64(dyr[j]) - dot))
 		}
-		for j := 0; j <= i; j++ {
-			dsr[j] = F(scale * float64(yr[j]) * (float64(dyr[j]) - dot))
-		}
-		clear(dsr[i+1:])
+		clear(dsr[len(yr):])
 	}
 }

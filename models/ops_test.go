@@ -163,7 +163,7 @@ func TestCausalSoftmaxRows(t *testing.T) {
 				s[i] = tc.big * float32(i%5)
 			}
 			y := make([]float32, len(s))
-			causalSoftmaxForward(y, s, T, 0, 1, expFast)
+			causalSoftmaxForward32(y, s, T, 0, 1)
 			for r := 0; r < 2*T; r++ {
 				i := r % T
 				var sum float64
@@ -185,15 +185,26 @@ func TestCausalSoftmaxRows(t *testing.T) {
 	}
 }
 
+// xentLoss32 is the float32 kernel's mean cross-entropy.
+func xentLoss32(logits []float32, t []int, V int) float64 {
+	loss := make([]float64, len(t))
+	xentRows32(loss, logits, t, V)
+	var total float64
+	for _, v := range loss {
+		total += v
+	}
+	return total / float64(len(t))
+}
+
 func TestCrossEntropyValue(t *testing.T) {
 	// uniform logits over V classes give log V whatever the target.
 	logits := make([]float32, 3*7)
-	got := xentForward(logits, []int{0, 3, 6}, 7, expFast)
+	got := xentLoss32(logits, []int{0, 3, 6}, 7)
 	if math.Abs(got-math.Log(7)) > 1e-7 {
 		t.Errorf("cross-entropy of uniform logits = %v, want log 7 = %v", got, math.Log(7))
 	}
 	logits[3] = 1000 // row 0, class 3: a confident wrong answer
-	got = xentForward(logits, []int{3, 3, 6}, 7, expFast)
+	got = xentLoss32(logits, []int{3, 3, 6}, 7)
 	want := 2 * math.Log(7) / 3 // row 0 costs ~0, rows 1 and 2 log 7
 	if math.Abs(got-want) > 1e-6 || math.IsInf(got, 0) {
 		t.Errorf("cross-entropy with a large logit = %v, want %v", got, want)
@@ -213,6 +224,15 @@ func TestOpsRejectBadShapes(t *testing.T) {
 	sq := G.NewTensor(g, tensor.Float32, 3, G.WithShape(2, 3, 4), G.WithName("s"))
 	if _, err := CausalSoftmax(sq, 1); err == nil {
 		t.Errorf("CausalSoftmax((2,3,4)) succeeded, want a shape error")
+	}
+	sq3 := G.NewTensor(g, tensor.Float32, 3, G.WithShape(2, 3, 3), G.WithName("s3"))
+	for _, scale := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if _, err := CausalSoftmax(sq3, scale); err == nil {
+			t.Errorf("CausalSoftmax(scale %v) succeeded, want an error", scale)
+		}
+	}
+	if _, err := CausalSoftmax(sq3, 0.5); err != nil {
+		t.Errorf("CausalSoftmax(scale 0.5): %v", err)
 	}
 }
 
@@ -308,25 +328,86 @@ func TestFastKernelsMatchReference(t *testing.T) {
 		f := float64(v)
 		ref[i] = float32(float64(dy[i]) * (0.5*math.Erfc(-f/math.Sqrt2) + f*math.Exp(-0.5*f*f)*invSqrt2Pi))
 	}
-	y32 := make([]float32, len(x))
-	geluForward32(y32, x)
-	geluBackward(fast, x, y32, dy, expFast)
+	geluBackward32(fast, x, dy)
 	if d := maxAbsDiff(ref, fast); d > 1e-6 {
 		t.Errorf("GELU gradient float32 kernel differs from math.Erf by %g", d)
 	}
-	for x := -30.0; x <= 30; x += 0.01 {
-		want := math.Erfc(x)
-		if x > 9 { // erfc(9) = 4e-37: beyond, anything below 1e-36 will do for float32
-			want = 0
-		}
-		if got := erfcFast(x); math.Abs(got-want) > 1e-9*want+1e-36 {
-			t.Fatalf("erfcFast(%v) = %v, want %v", x, got, want)
-		}
+	// normCDF (the tails' Φ) relative to itself, to a fraction of a
+	// float32 ulp (6e-8), in the lower tail too.
+	worst := 0.0
+	for x := -13.0; x <= 14; x += 1e-3 {
+		want := 0.5 * math.Erfc(-x/math.Sqrt2)
+		worst = max(worst, math.Abs(normCDF(x)-want)/want)
 	}
-	for _, v := range []float64{-100, -87, -20, -1, -1e-3, 0, 1e-3, 0.5, 1, 10, 80} {
+	if worst > 1e-8 {
+		t.Errorf("normCDF: worst relative error %.3g, want < 1e-8", worst)
+	}
+	// the tables themselves, in float64, where they are used.
+	worstPhi, worstSlope := 0.0, 0.0
+	for x := -4.0; x <= 4; x += 1e-4 {
+		cdf := 0.5 * math.Erfc(-x/math.Sqrt2)
+		p, ok := tableAt(&phiTable, x)
+		d, _ := tableAt(&slopeTable, x)
+		if !ok {
+			t.Fatalf("x = %v is not in the tables", x)
+		}
+		worstPhi = max(worstPhi, math.Abs(p-cdf)/cdf)
+		worstSlope = max(worstSlope, math.Abs(d-(cdf+x*math.Exp(-0.5*x*x)*invSqrt2Pi)))
+	}
+	if worstPhi > 1e-10 || worstSlope > 1e-12 {
+		t.Errorf("tables: Φ relative error %.3g (want < 1e-10), GELU' absolute error %.3g (want < 1e-12)", worstPhi, worstSlope)
+	}
+	if _, ok := tableAt(&phiTable, 4.1); ok {
+		t.Errorf("x = 4.1 is in the tables, want the tail path")
+	}
+	// the kernels on a fine grid: within one float32 ulp of the exact value.
+	xs := make([]float32, 0, 280001)
+	for i := -140000; i <= 140000; i++ {
+		xs = append(xs, float32(i)/10000)
+	}
+	ones := make([]float32, len(xs))
+	for i := range ones {
+		ones[i] = 1
+	}
+	y, d := make([]float32, len(xs)), make([]float32, len(xs))
+	geluForward32(y, xs)
+	geluBackward32(d, xs, ones)
+	worstY, worstD := 0.0, 0.0
+	for i, v := range xs {
+		f := float64(v)
+		cdf := 0.5 * math.Erfc(-f/math.Sqrt2)
+		if want := f * cdf; math.Abs(want) > 1e-37 {
+			worstY = max(worstY, math.Abs(float64(y[i])-want)/ulp32(want))
+		}
+		want := cdf + f*math.Exp(-0.5*f*f)*invSqrt2Pi
+		worstD = max(worstD, math.Abs(float64(d[i])-want)/ulp32(want))
+	}
+	if worstY > 1 || worstD > 1 {
+		t.Errorf("GELU kernels: worst error %.3g ulp forward, %.3g ulp gradient; want <= 1", worstY, worstD)
+	}
+	t.Logf("worst error: normCDF %.3g relative, tables %.3g relative (Φ) and %.3g absolute (GELU'); kernels %.3g ulp (GELU), %.3g ulp (GELU')",
+		worst, worstPhi, worstSlope, worstY, worstD)
+	for _, v := range []float64{-1000, -700, -100, -87, -20, -1, -1e-3, 0, 1e-3, 0.5, 1, 10, 80} {
 		want := math.Exp(v)
 		if got := expFast(v); math.Abs(got-want) > 1e-7*want+1e-37 {
 			t.Errorf("expFast(%v) = %v, want %v", v, got, want)
 		}
 	}
+}
+
+// ulp32 is the spacing of float32 values at v.
+func ulp32(v float64) float64 {
+	f := float32(math.Abs(v))
+	return float64(math.Nextafter32(f, float32(math.Inf(1))) - f)
+}
+
+// tableAt looks x up in t as the GELU kernels do; false outside the table.
+func tableAt(t *xTable, x float64) (float64, bool) {
+	u := (x - tableMin) * tablePer
+	uf := u + roundMagic
+	k := int64(math.Float64bits(uf) - roundMagicBits)
+	if uint64(k) >= tableLen {
+		return 0, false
+	}
+	return t[k].at(u - (uf - roundMagic)), true
 }

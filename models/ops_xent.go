@@ -8,6 +8,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
 )
 
 // CrossEntropy is the mean over the N rows of logits (N, V) of
@@ -91,33 +93,29 @@ func (op xentOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !op.grad {
-		var loss float64
-		switch l := in[0].Data().(type) {
-		case []float32:
-			loss = xentForward(l, t, V, expFast)
-		case []float64:
-			loss = xentForward(l, t, V, math.Exp)
+	if in[0].Dtype() == tensor.Float32 {
+		if d, ok := out.(*tensor.Dense); ok && !op.grad && d.Shape().IsScalar() {
+			// a scalar tensor has no slice to bind: go through a *F32.
+			var loss G.F32
+			if _, err := runFloat32(op, op.String(), &loss, in); err != nil {
+				return nil, err
+			}
+			d.Set(0, float32(loss))
+			return out, nil
 		}
+		return runFloat32(op, op.String(), out, in)
+	}
+	l := in[0].Data().([]float64)
+	if !op.grad {
+		loss := xentForward(l, t, V)
 		switch o := out.(type) {
-		case *G.F32:
-			*o = G.F32(loss)
 		case *G.F64:
 			*o = G.F64(loss)
 		case *tensor.Dense:
-			if o.Size() != 1 {
-				return nil, fmt.Errorf("%v: output buffer has shape %v, want a scalar", op, o.Shape())
+			if o.Size() != 1 || o.Dtype() != tensor.Float64 {
+				return nil, fmt.Errorf("%v: output buffer %v %v, want a float64 scalar", op, o.Shape(), o.Dtype())
 			}
-			switch d := o.Data().(type) {
-			case []float32:
-				d[0] = float32(loss)
-			case []float64:
-				d[0] = loss
-			case float32:
-				o.Set(0, float32(loss))
-			case float64:
-				o.Set(0, loss)
-			}
+			o.Set(0, loss)
 		default:
 			return nil, fmt.Errorf("%v: output buffer is %T", op, out)
 		}
@@ -131,16 +129,84 @@ func (op xentOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch d := o.Data().(type) {
-	case []float32:
-		l := in[0].Data().([]float32)
-		parallelRows(len(t), 2*V, func(lo, hi int) {
-			xentBackward(d[lo*V:hi*V], l[lo*V:hi*V], t[lo:hi], V, dloss/float64(len(t)), expFast)
-		})
-	case []float64:
-		xentBackward(d, in[0].Data().([]float64), t, V, dloss/float64(len(t)), math.Exp)
-	}
+	xentBackward(o.Data().([]float64), l, t, V, dloss/float64(len(t)))
 	return o, nil
+}
+
+// BindKernel implements arena.Kernel.
+func (op xentOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+// InPlaceInputs implements arena.InPlacer: the gradient may overwrite the
+// logits (a row's target logit and log-sum-exp are read before the row is
+// written). The loss is a scalar: nothing to overwrite.
+func (op xentOp) InPlaceInputs() []int {
+	if op.grad {
+		return []int{0}
+	}
+	return nil
+}
+
+func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	if err := checkF32(op.String(), out, in[0]); err != nil {
+		return nil, err
+	}
+	if err := op.check(shapesOfBufs(in)); err != nil {
+		return nil, err
+	}
+	if in[1].Int == nil || len(in[1].Int) != in[1].Shape.TotalSize() {
+		return nil, fmt.Errorf("%v: targets are not int storage of shape %v", op, in[1].Shape)
+	}
+	N, V := in[0].Shape[0], in[0].Shape[1]
+	l, t := in[0].F32, in[1].Int
+	if !op.grad {
+		if len(out.F32) != 1 {
+			return nil, fmt.Errorf("%v: output %v, want a scalar", op, out.Shape)
+		}
+		losses := make([]float64, N)
+		split := newRowSplit(N, 2*V, func(lo, hi int) {
+			xentRows32(losses[lo:hi], l[lo*V:hi*V], t[lo:hi], V)
+		})
+		return func() {
+			checkTargets(op, t, V)
+			split.run()
+			var total float64
+			for _, v := range losses {
+				total += v
+			}
+			out.F32[0] = float32(total / float64(N))
+		}, nil
+	}
+	if err := checkF32(op.String(), in[2]); err != nil || len(in[2].F32) != 1 {
+		return nil, fmt.Errorf("%v: upstream gradient %v, want a float32 scalar", op, in[2].Shape)
+	}
+	if !out.Shape.Eq(in[0].Shape) {
+		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, in[0].Shape)
+	}
+	d, dloss := out.F32, in[2].F32
+	var k float64 // dloss/N, set before each run of split
+	split := newRowSplit(N, 3*V, func(lo, hi int) {
+		xentBackward32(d[lo*V:hi*V], l[lo*V:hi*V], t[lo:hi], V, k)
+	})
+	return func() {
+		checkTargets(op, t, V)
+		k = float64(dloss[0]) / float64(N)
+		split.run()
+	}, nil
+}
+
+// checkTargets panics on a target outside [0, V): a kernel cannot return
+// an error, and reading outside a row would be silently wrong.
+func checkTargets(op xentOp, t []int, V int) {
+	for i, x := range t {
+		if uint(x) >= uint(V) {
+			panic(fmt.Sprintf("%v: target %d at row %d outside [0, %d)", op, x, i, V))
+		}
+	}
 }
 func (op xentOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op xentOp) Hashcode() uint32      { return hashOf(op) }
@@ -163,38 +229,73 @@ func (op xentOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{d, nil}, err
 }
 
-// rowLogSumExp is log Σ exp(row), shifted by the row's maximum.
-func rowLogSumExp[F float](row []F, exp func(float64) float64) (lse, m float64) {
-	m = math.Inf(-1)
+// rowLogSumExp is log Σ exp(row), shifted by the row's maximum: the
+// float64 reference, with math.Exp.
+func rowLogSumExp(row []float64) float64 {
+	m := math.Inf(-1)
 	for _, v := range row {
-		m = math.Max(m, float64(v))
+		m = max(m, v)
 	}
 	var sum float64
 	for _, v := range row {
-		sum += exp(float64(v) - m)
+		sum += math.Exp(v - m)
 	}
-	return m + math.Log(sum), m
+	return m + math.Log(sum)
 }
 
-func xentForward[F float](logits []F, t []int, V int, exp func(float64) float64) float64 {
+// rowLogSumExp32 is rowLogSumExp of a float32 row with expFast.
+func rowLogSumExp32(row []float32) float64 {
+	m := float64(max4(row))
+	var sum float64
+	for _, v := range row {
+		sum += expFast(float64(v) - m)
+	}
+	return m + math.Log(sum)
+}
+
+func xentForward(logits []float64, t []int, V int) float64 {
 	var total float64
 	for n, tg := range t {
 		row := logits[n*V : (n+1)*V]
-		lse, _ := rowLogSumExp(row, exp)
-		total += lse - float64(row[tg])
+		total += rowLogSumExp(row) - row[tg]
 	}
 	return total / float64(len(t))
 }
 
+// xentRows32 writes each row's -log softmax(row)[target] into loss.
+func xentRows32(loss []float64, logits []float32, t []int, V int) {
+	t = t[:len(loss)]
+	for n, tg := range t {
+		row := logits[n*V : (n+1)*V]
+		loss[n] = rowLogSumExp32(row) - float64(row[tg])
+	}
+}
+
 // xentBackward writes (softmax(row) - onehot(target))*k for each row; k is
-// dloss/N.
-func xentBackward[F float](d, logits []F, t []int, V int, k float64, exp func(float64) float64) {
+// dloss/N. The float64 reference of xentBackward32.
+func xentBackward(d, logits []float64, t []int, V int, k float64) {
 	for n, tg := range t {
 		row, dr := logits[n*V:(n+1)*V], d[n*V:(n+1)*V]
-		lse, _ := rowLogSumExp(row, exp)
+		lse := rowLogSumExp(row)
 		for j, v := range row {
-			dr[j] = F(exp(float64(v)-lse) * k)
+			dr[j] = math.Exp(v-lse) * k
 		}
-		dr[tg] = F((exp(float64(row[tg])-lse) - 1) * k)
+		dr[tg] = (math.Exp(row[tg]-lse) - 1) * k
+	}
+}
+
+// xentBackward32 is xentBackward on float32 with expFast; d may be logits
+// (the target's logit is read before its row is written).
+func xentBackward32(d, logits []float32, t []int, V int, k float64) {
+	for n, tg := range t {
+		row := logits[n*V : (n+1)*V]
+		dr := d[n*V : (n+1)*V]
+		dr = dr[:len(row)]
+		lse := rowLogSumExp32(row)
+		xt := float64(row[tg])
+		for j, v := range row {
+			dr[j] = float32(expFast(float64(v)-lse) * k)
+		}
+		dr[tg] = float32((expFast(xt-lse) - 1) * k)
 	}
 }

@@ -1,0 +1,106 @@
+package models
+
+import (
+	"fmt"
+	"unsafe"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
+)
+
+// Every custom op is an arena.Kernel for float32: BindKernel validates the
+// shapes once and returns a closure over the bound slices that allocates
+// nothing when run. UsePreallocDo on float32 values binds the same kernel
+// to the values' storage and runs it once, so the arena executor and the
+// TapeMachine compute bitwise the same thing. float64 values (the finite
+// difference tests) take the reference loops instead (math.Exp, math.Erf).
+
+// Static checks that every op implements the arena's interfaces.
+var (
+	_ arena.Kernel   = addBiasOp{}
+	_ arena.Kernel   = colSumOp{}
+	_ arena.Kernel   = lnOp{}
+	_ arena.Kernel   = lnGradXOp{}
+	_ arena.Kernel   = lnGradWOp{}
+	_ arena.Kernel   = geluOp{}
+	_ arena.Kernel   = headsOp{}
+	_ arena.Kernel   = causalSoftmaxOp{}
+	_ arena.Kernel   = xentOp{}
+	_ arena.InPlacer = addBiasOp{}
+	_ arena.InPlacer = lnOp{}
+	_ arena.InPlacer = lnGradXOp{}
+	_ arena.InPlacer = geluOp{}
+	_ arena.InPlacer = causalSoftmaxOp{}
+	_ arena.InPlacer = xentOp{}
+)
+
+// binder is the float32 half of an op: check bufs and return the run.
+type binder interface {
+	bind(out arena.Buf, in []arena.Buf) (func(), error)
+}
+
+// checkF32 fails unless every buffer is float32 storage of exactly its
+// shape's size.
+func checkF32(op string, bufs ...arena.Buf) error {
+	for i, b := range bufs {
+		if b.F32 == nil || len(b.F32) != b.Shape.TotalSize() {
+			return fmt.Errorf("%s: buffer %d is not float32 storage of shape %v", op, i, b.Shape)
+		}
+	}
+	return nil
+}
+
+// shapesOfBufs are the shapes of bufs.
+func shapesOfBufs(bufs []arena.Buf) []tensor.Shape {
+	s := make([]tensor.Shape, len(bufs))
+	for i, b := range bufs {
+		s[i] = b.Shape
+	}
+	return s
+}
+
+// bufOfValue is the storage of a float32 or int value: a dense tensor, or
+// a *G.F32 scalar as a one-element buffer.
+func bufOfValue(op string, v G.Value) (arena.Buf, error) {
+	switch x := v.(type) {
+	case *tensor.Dense:
+		switch d := x.Data().(type) {
+		case []float32:
+			return arena.Buf{F32: d, Shape: x.Shape()}, nil
+		case []int:
+			return arena.Buf{Int: d, Shape: x.Shape()}, nil
+		}
+	case *G.F32:
+		return arena.Buf{F32: unsafe.Slice((*float32)(x), 1), Shape: tensor.ScalarShape()}, nil
+	}
+	return arena.Buf{}, fmt.Errorf("%s: value %T of dtype %v, want float32 or int storage", op, v, v.Dtype())
+}
+
+// runFloat32 binds op's kernel to out and in and runs it once: the
+// float32 UsePreallocDo of every op.
+func runFloat32(op binder, name string, out G.Value, in []G.Value) (G.Value, error) {
+	o, err := bufOfValue(name, out)
+	if err != nil {
+		return nil, err
+	}
+	bufs := make([]arena.Buf, len(in))
+	for i, v := range in {
+		if bufs[i], err = bufOfValue(name, v); err != nil {
+			return nil, err
+		}
+	}
+	run, err := op.bind(o, bufs)
+	if err != nil {
+		return nil, err
+	}
+	run()
+	return out, nil
+}
+
+// bindKernel adapts bind to arena.Kernel.
+func bindKernel(op binder, out arena.Buf, in []arena.Buf) (func(), bool) {
+	run, err := op.bind(out, in)
+	return run, err == nil
+}
