@@ -93,18 +93,8 @@ func (op geluOp) InPlaceInputs() []int {
 const geluGrain = 1024
 
 func (op geluOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
-	if len(in) != op.Arity() {
-		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
-	}
-	if err := checkF32(op.String(), append([]arena.Buf{out}, in...)...); err != nil {
+	if err := checkBind(op, out, in); err != nil {
 		return nil, err
-	}
-	s, err := op.check(shapesOfBufs(in))
-	if err != nil {
-		return nil, err
-	}
-	if !out.Shape.Eq(s) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	n := len(out.F32)
 	rows := (n + geluGrain - 1) / geluGrain

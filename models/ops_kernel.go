@@ -52,6 +52,33 @@ func checkF32(op string, bufs ...arena.Buf) error {
 	return nil
 }
 
+// shapedOp is an op whose output shape follows from its inputs' shapes.
+type shapedOp interface {
+	Arity() int
+	String() string
+	check(in []tensor.Shape) (tensor.Shape, error)
+}
+
+// checkBind validates the buffers a float32 kernel is bound to: as many
+// inputs as the op takes, float32 storage of the stated shapes, and an
+// output of the shape the op computes from its inputs.
+func checkBind(op shapedOp, out arena.Buf, in []arena.Buf) error {
+	if len(in) != op.Arity() {
+		return fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	if err := checkF32(op.String(), append([]arena.Buf{out}, in...)...); err != nil {
+		return err
+	}
+	s, err := op.check(shapesOfBufs(in))
+	if err != nil {
+		return err
+	}
+	if !out.Shape.Eq(s) {
+		return fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
+	}
+	return nil
+}
+
 // shapesOfBufs are the shapes of bufs.
 func shapesOfBufs(bufs []arena.Buf) []tensor.Shape {
 	s := make([]tensor.Shape, len(bufs))

@@ -100,20 +100,11 @@ func (op causalSoftmaxOp) InPlaceInputs() []int {
 }
 
 func (op causalSoftmaxOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
-	if len(in) != op.Arity() {
-		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
-	}
-	if err := checkF32(op.String(), append([]arena.Buf{out}, in...)...); err != nil {
+	if err := checkBind(op, out, in); err != nil {
 		return nil, err
-	}
-	s, err := op.check(shapesOfBufs(in))
-	if err != nil {
-		return nil, err
-	}
-	if !out.Shape.Eq(s) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	// independent rows of T; a range [lo, hi) of them is [lo*T, hi*T).
+	s := out.Shape // (B*H, T, T), checked by checkBind
 	T, rows, scale := s[1], s[0]*s[1], op.scale
 	y, a := out.F32, in[0].F32
 	if op.grad {

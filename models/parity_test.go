@@ -2,34 +2,11 @@ package models
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
-)
 
-// peerShared locates ../shared beside the module root, or skips.
-func peerShared(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Skip("no go.mod above the test directory; ../shared not located")
-		}
-		dir = up
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("../shared is absent (%v): skipping the test that needs it", err)
-	}
-	return shared
-}
+	"gptlab/internal/testutil"
+)
 
 // goldenCase is one case written by gpt_reference.py golden.
 type goldenCase struct {
@@ -111,7 +88,7 @@ func checkGolden(t *testing.T, dir string) {
 }
 
 func TestParitySharedTiny(t *testing.T) {
-	checkGolden(t, filepath.Join(peerShared(t), "golden", "tiny"))
+	checkGolden(t, filepath.Join(testutil.Shared(t), "golden", "tiny"))
 }
 
 // checkGoldenAdamW runs three AdamW steps on the case's batch and compares
@@ -174,7 +151,7 @@ func checkGoldenAdamW(t *testing.T, dir string) {
 }
 
 func TestParitySharedTinyAdamW(t *testing.T) {
-	checkGoldenAdamW(t, filepath.Join(peerShared(t), "golden", "tiny"))
+	checkGoldenAdamW(t, filepath.Join(testutil.Shared(t), "golden", "tiny"))
 }
 
 // TestParityTestdata runs every case under testdata/golden (made with

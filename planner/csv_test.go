@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 func TestReadCSV(t *testing.T) {
@@ -105,34 +107,10 @@ func FuzzReadCSV(f *testing.F) {
 	})
 }
 
-// sharedDirForTest locates ../shared beside the module root, or skips.
-func sharedDirForTest(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; cannot find ../shared")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("%s is absent: the MiniMalloc instances are not committed", shared)
-	}
-	return shared
-}
-
 // TestMiniMallocInstances plans MiniMalloc's 11 challenging instances with
 // best-fit and greedy-by-size; every plan must verify and respect the bound.
 func TestMiniMallocInstances(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(sharedDirForTest(t), "data", "minimalloc", "*.1048576.csv"))
+	files, _ := filepath.Glob(filepath.Join(testutil.Shared(t), "data", "minimalloc", "*.1048576.csv"))
 	if len(files) != 11 {
 		t.Fatalf("found %d MiniMalloc instances, want 11", len(files))
 	}

@@ -4,34 +4,9 @@ import (
 	"encoding/csv"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 )
-
-// sharedDir locates ../shared beside the module root, or skips the test.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; ../shared not located")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("../shared is absent (%v): skipping the test that needs its data", err)
-	}
-	return shared
-}
 
 // loadMiniMallocCSV reads id,lower,upper,size rows; it is the tests' own
 // reader, independent of the package's.

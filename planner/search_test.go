@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gptlab/internal/testutil"
 )
 
 // bruteOptimum is the least peak over all orders of placing each buffer on
@@ -278,7 +280,7 @@ var miniMallocNames = []string{"A", "B", "C", "D", "E", "F", "G", "H", "I", "J",
 const miniMallocCapacity = 1048576
 
 func TestSearchMiniMalloc(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "data", "minimalloc")
+	dir := filepath.Join(testutil.Shared(t), "data", "minimalloc")
 	names := miniMallocNames
 	if testing.Short() {
 		names = []string{"G", "K"}
@@ -301,7 +303,7 @@ func TestSearchMiniMalloc(t *testing.T) {
 // after several rounds) the plan and node count match those of one
 // processor.
 func TestSearchSameAcrossProcs(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "data", "minimalloc")
+	dir := filepath.Join(testutil.Shared(t), "data", "minimalloc")
 	p := Problem{Buffers: loadMiniMallocCSV(t, filepath.Join(dir, "H.1048576.csv")), Alignment: 1}
 	var plans []Plan
 	var nodes []int64
@@ -322,7 +324,7 @@ func TestSearchSameAcrossProcs(t *testing.T) {
 // C, whose bound (1,039,360) lies below the capacity of its file: the
 // search must reach the bound itself.
 func TestSearchMiniMallocMinimise(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "data", "minimalloc")
+	dir := filepath.Join(testutil.Shared(t), "data", "minimalloc")
 	p := Problem{Buffers: loadMiniMallocCSV(t, filepath.Join(dir, "C.1048576.csv")), Alignment: 1}
 	pl, st := searchChecked(t, p, SearchOptions{})
 	if pl.Peak != p.Bound() || !st.Optimal {
@@ -331,7 +333,7 @@ func TestSearchMiniMallocMinimise(t *testing.T) {
 }
 
 func BenchmarkSearchMiniMalloc(b *testing.B) {
-	dir := filepath.Join(sharedDir(b), "data", "minimalloc")
+	dir := filepath.Join(testutil.Shared(b), "data", "minimalloc")
 	for _, name := range miniMallocNames {
 		p := Problem{Buffers: loadMiniMallocCSV(b, filepath.Join(dir, name+".1048576.csv")), Alignment: 1}
 		b.Run(name, func(b *testing.B) {
@@ -373,7 +375,7 @@ func FuzzSearch(f *testing.F) {
 // BenchmarkSearchMiniMallocMinimise runs Search without a capacity, with
 // the default budgets, and reports the peak reached.
 func BenchmarkSearchMiniMallocMinimise(b *testing.B) {
-	dir := filepath.Join(sharedDir(b), "data", "minimalloc")
+	dir := filepath.Join(testutil.Shared(b), "data", "minimalloc")
 	for _, name := range miniMallocNames {
 		p := Problem{Buffers: loadMiniMallocCSV(b, filepath.Join(dir, name+".1048576.csv")), Alignment: 1}
 		b.Run(name, func(b *testing.B) {
