@@ -33,20 +33,43 @@ func DefaultAdamW() AdamWConfig {
 // with the tensors in float32 and the scalar bias corrections in float64,
 // as torch computes them on the CPU. The moments are laid out like
 // Params.Data. A step allocates nothing.
+//
+// The update is elementwise, so it is split over the worker pool in
+// fixed chunks of the flat parameter array: the result does not depend on
+// the split.
 type AdamW struct {
 	cfg    AdamWConfig
 	params *Params
 	m, v   []float32
 	step   int64
 	decay  []bool // per parameter, in Names order
+
+	flat  []float32 // the gradients of a step, laid out like Params.Data
+	grad  []float32 // the gradient the running update reads (flat, or StepFlat's)
+	split *rowSplit // the update over chunks of adamwGrain elements
+	cur   adamwStep // this step's scalars, read by the split
 }
+
+// adamwStep are the scalars of one update.
+type adamwStep struct {
+	clip, stepSize, bc2Sqrt, b1, b2, c1, c2, eps float32
+	lr                                           float64
+}
+
+// adamwGrain is the elements of one row of the update's split.
+const adamwGrain = 4096
 
 // NewAdamW makes an optimizer for p with zero moments.
 func NewAdamW(p *Params, o AdamWConfig) *AdamW {
-	a := &AdamW{cfg: o, params: p, m: make([]float32, p.Count()), v: make([]float32, p.Count())}
-	for _, n := range p.Names() {
-		a.decay = append(a.decay, p.Decays(n))
+	n := p.Count()
+	a := &AdamW{cfg: o, params: p, m: make([]float32, n), v: make([]float32, n), flat: make([]float32, n)}
+	for _, name := range p.Names() {
+		a.decay = append(a.decay, p.Decays(name))
 	}
+	rows := (n + adamwGrain - 1) / adamwGrain
+	a.split = newRowSplit(rows, adamwGrain, func(lo, hi int) {
+		a.updateRange(lo*adamwGrain, min(hi*adamwGrain, n))
+	})
 	return a
 }
 
@@ -63,7 +86,11 @@ func (a *AdamW) Step(m *Model, lr float64) (float64, error) {
 	if !m.train {
 		return 0, fmt.Errorf("adamw: the model has no gradients (built with train=false)")
 	}
-	return a.update(func(i int, name string) []float32 { return m.Grad(name) }, lr), nil
+	p := a.params
+	for i, n := range p.names {
+		copy(a.flat[p.offsets[i]:p.offsets[i]+len(p.slice(i))], m.Grad(n))
+	}
+	return a.update(a.flat, lr), nil
 }
 
 // StepFlat applies one update with gradients laid out like Params.Data
@@ -73,23 +100,16 @@ func (a *AdamW) StepFlat(grad []float32, lr float64) (float64, error) {
 	if len(grad) != len(a.m) {
 		return 0, fmt.Errorf("adamw: %d gradient values, want %d", len(grad), len(a.m))
 	}
-	p := a.params
-	return a.update(func(i int, name string) []float32 {
-		off := p.offsets[i]
-		return grad[off : off+len(p.slice(i))]
-	}, lr), nil
+	return a.update(grad, lr), nil
 }
 
-func (a *AdamW) update(grad func(i int, name string) []float32, lr float64) float64 {
+func (a *AdamW) update(grad []float32, lr float64) float64 {
 	if lr <= 0 {
 		lr = a.cfg.LR
 	}
-	p := a.params
 	var sq float64
-	for i, n := range p.names {
-		for _, g := range grad(i, n) {
-			sq += float64(g) * float64(g)
-		}
+	for _, g := range grad {
+		sq += float64(g) * float64(g)
 	}
 	norm := math.Sqrt(sq)
 	clip := float32(1)
@@ -103,31 +123,43 @@ func (a *AdamW) update(grad func(i int, name string) []float32, lr float64) floa
 	t := float64(a.step)
 	bc1 := 1 - math.Pow(a.cfg.Beta1, t)
 	bc2 := 1 - math.Pow(a.cfg.Beta2, t)
-	stepSize := float32(lr / bc1)
-	bc2Sqrt := float32(math.Sqrt(bc2))
-	b1, b2 := float32(a.cfg.Beta1), float32(a.cfg.Beta2)
-	c1, c2 := float32(1-a.cfg.Beta1), float32(1-a.cfg.Beta2)
-	eps := float32(a.cfg.Eps)
-	for i, n := range p.names {
-		g := grad(i, n)
-		w := p.slice(i)
-		off := p.offsets[i]
-		mm, vv := a.m[off:off+len(w)], a.v[off:off+len(w)]
+	a.cur = adamwStep{
+		clip: clip, stepSize: float32(lr / bc1), bc2Sqrt: float32(math.Sqrt(bc2)),
+		b1: float32(a.cfg.Beta1), b2: float32(a.cfg.Beta2), c1: float32(1 - a.cfg.Beta1), c2: float32(1 - a.cfg.Beta2),
+		eps: float32(a.cfg.Eps), lr: lr,
+	}
+	a.grad = grad
+	a.split.run()
+	a.grad = nil
+	return norm
+}
+
+// updateRange updates the flat elements [lo, hi), which may span several
+// parameters (each with its own weight decay).
+func (a *AdamW) updateRange(lo, hi int) {
+	p, s := a.params, a.cur
+	for i := range p.names {
+		start, end := p.offsets[i], p.offsets[i]+len(p.slice(i))
+		if end <= lo || start >= hi {
+			continue
+		}
+		from, to := max(start, lo), min(end, hi)
+		w, g := p.data[from:to], a.grad[from:to]
+		mm, vv := a.m[from:to], a.v[from:to]
 		if a.decay[i] && a.cfg.WeightDecay != 0 {
-			d := float32(1 - lr*a.cfg.WeightDecay)
+			d := float32(1 - s.lr*a.cfg.WeightDecay)
 			for j := range w {
 				w[j] *= d
 			}
 		}
-		for j, gj := range g[:len(w)] {
-			gj *= clip
-			mm[j] = b1*mm[j] + c1*gj
-			vv[j] = b2*vv[j] + c2*gj*gj
-			denom := float32(math.Sqrt(float64(vv[j])))/bc2Sqrt + eps
-			w[j] -= stepSize * mm[j] / denom
+		for j, gj := range g {
+			gj *= s.clip
+			mm[j] = s.b1*mm[j] + s.c1*gj
+			vv[j] = s.b2*vv[j] + s.c2*gj*gj
+			denom := float32(math.Sqrt(float64(vv[j])))/s.bc2Sqrt + s.eps
+			w[j] -= s.stepSize * mm[j] / denom
 		}
 	}
-	return norm
 }
 
 // StepCount is the number of updates applied so far (t).
