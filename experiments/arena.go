@@ -71,7 +71,7 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 		for _, train := range []bool{false, true} {
 			pass := map[bool]string{false: "forward", true: "training"}[train]
 			fmt.Fprintf(opt.Log, "arena: %s %s\n", name, pass)
-			res, err := arenaCase(ctx, mc, opt.Seed, train, arena.Options{Algorithm: algo, Alignment: cfg.Alignment, InPlace: cfg.InPlace})
+			res, err := arenaCase(ctx, mc, opt.Seed, train, steps, arena.Options{Algorithm: algo, Alignment: cfg.Alignment, InPlace: cfg.InPlace})
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", name, pass, err)
 			}
@@ -171,7 +171,7 @@ type speedRow struct {
 // the TapeMachine and through the arena, and compares every retained
 // output; for training it also plans the AdamW update and times both
 // executors.
-func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, o arena.Options) (*arenaResult, error) {
+func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, steps int, o arena.Options) (*arenaResult, error) {
 	params := models.NewParams(mc, seed)
 	m, err := models.NewModel(mc, params, mc.Batch, mc.Block, train, models.WithTapeMachine())
 	if err != nil {
@@ -222,13 +222,13 @@ func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, o 
 		}
 		res.updates = append(res.updates, u)
 	}
-	tape := timeSteps(func() error { _, err := m.Step(idx, tgt); return err })
+	tape := timeSteps(steps, func() error { _, err := m.Step(idx, tgt); return err })
 	am, err := models.NewModel(mc, params, mc.Batch, mc.Block, true, models.WithArena(o))
 	if err != nil {
 		return nil, err
 	}
 	defer am.Close()
-	fast := timeSteps(func() error { _, err := am.Step(idx, tgt); return err })
+	fast := timeSteps(steps, func() error { _, err := am.Step(idx, tgt); return err })
 	for _, s := range []*speedRow{&tape, &fast} {
 		if s.executor != "" {
 			return nil, errors.New(s.executor)
@@ -239,10 +239,10 @@ func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, o 
 	return res, nil
 }
 
-// timeSteps runs step a few times and returns the median time and the
-// heap allocations per step; an error is returned in executor.
-func timeSteps(step func() error) speedRow {
-	const n = 5
+// timeSteps runs step n times (after one untimed step) and returns the
+// median time and the heap allocations per step; an error is returned in
+// executor.
+func timeSteps(n int, step func() error) speedRow {
 	if err := step(); err != nil { // warm up
 		return speedRow{executor: err.Error()}
 	}
@@ -260,8 +260,8 @@ func timeSteps(step func() error) speedRow {
 	sort.Float64s(times)
 	return speedRow{
 		stepMS: times[n/2],
-		allocs: float64(after.Mallocs-before.Mallocs) / n,
-		bytes:  float64(after.TotalAlloc-before.TotalAlloc) / n,
+		allocs: float64(after.Mallocs-before.Mallocs) / float64(n),
+		bytes:  float64(after.TotalAlloc-before.TotalAlloc) / float64(n),
 	}
 }
 
