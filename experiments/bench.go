@@ -70,14 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	r.Config.Set("warmup", bc.Warmup)
 	r.Config.Set("steps", *steps)
 	r.Config.Set("seed", *seed)
-	r.Env = reports.CurrentEnv()
-	if err := renderReport(r, *format, *out, stdout); err != nil {
-		return err
-	}
-	if r.Failed() {
-		return errChecksFailed
-	}
-	return nil
+	return emit(r, *format, *out, stdout)
 }
 
 // benchTrain times `steps` training steps after bc.Warmup untimed ones.

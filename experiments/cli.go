@@ -88,16 +88,12 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 }
 
 func list(w io.Writer) error {
-	t := reports.Table{Columns: []string{"lab", "what it shows"}}
 	for _, l := range Labs() {
 		short := l.Short
 		if !l.Built {
 			short += " (not built yet)"
 		}
-		t.Rows = append(t.Rows, []string{l.Name, short})
-	}
-	for _, row := range t.Rows {
-		fmt.Fprintf(w, "%-16s %s\n", row[0], row[1])
+		fmt.Fprintf(w, "%-16s %s\n", l.Name, short)
 	}
 	return nil
 }
@@ -181,7 +177,14 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := renderReport(r, rf.format, rf.out, stdout); err != nil {
+	return emit(r, rf.format, rf.out, stdout)
+}
+
+// emit stamps where the report was measured, prints it (and writes it
+// under out), and turns a failed check into errChecksFailed (exit 1).
+func emit(r *reports.Report, format, out string, stdout io.Writer) error {
+	r.Env = reports.CurrentEnv()
+	if err := renderReport(r, format, out, stdout); err != nil {
 		return err
 	}
 	if r.Failed() {
@@ -304,12 +307,5 @@ func exitGate(args []string, stdout, stderr io.Writer) error {
 	}
 	gate.Config.Set("seed", rf.seed)
 	gate.Config.Set("quick", rf.quick)
-	gate.Env = reports.CurrentEnv()
-	if err := renderReport(gate, rf.format, rf.out, stdout); err != nil {
-		return err
-	}
-	if gate.Failed() {
-		return errChecksFailed
-	}
-	return nil
+	return emit(gate, rf.format, rf.out, stdout)
 }

@@ -171,14 +171,7 @@ func gptTrain(args []string, stdout, stderr io.Writer) error {
 	if ckpt != "" {
 		r.Note("Checkpoint: %s (parameters, AdamW state, data position; gptlab gpt train --resume continues it, gpt eval and gpt sample read it); the parameters alone, as the reference writes them: %s.", ckpt, filepath.Join(*out, "params.safetensors"))
 	}
-	r.Env = reports.CurrentEnv()
-	if err := renderReport(r, *format, *out, stdout); err != nil {
-		return err
-	}
-	if r.Failed() {
-		return errChecksFailed
-	}
-	return nil
+	return emit(r, *format, *out, stdout)
 }
 
 // gptTrainDefaults are the reference's train mode: lr 1e-3 with 100 warmup
@@ -287,14 +280,7 @@ func gptEval(args []string, stdout, stderr io.Writer) error {
 	r.Check("val loss is finite", !math.IsNaN(val) && !math.IsInf(val, 0), "%v", val)
 	r.Config = trainConfigValues(tr)
 	r.Config.Set("model", *model)
-	r.Env = reports.CurrentEnv()
-	if err := renderReport(r, *format, *out, stdout); err != nil {
-		return err
-	}
-	if r.Failed() {
-		return errChecksFailed
-	}
-	return nil
+	return emit(r, *format, *out, stdout)
 }
 
 // gptSample is `gptlab gpt sample`: text from a checkpoint, reproducible
