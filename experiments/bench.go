@@ -24,6 +24,8 @@ type benchConfig struct {
 	Batch   int     `set:"batch" help:"sequences per step; 0: the preset's"`
 	Dropout float64 `set:"dropout" help:"dropout probability"`
 	Warmup  int     `set:"warmup" help:"untimed steps before the timed ones"`
+	Exec    string  `set:"executor" help:"arena (the planned arena, the default) or tape (gorgonia's TapeMachine)"`
+	BLAS    string  `set:"blas" help:"matrix products: sgemm (default), gonum, or openblas in -tags openblas builds"`
 }
 
 // heapMetric is sampled for peak_heap_bytes: the bytes of live and
@@ -53,7 +55,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if *steps < 1 {
 		return usageError("bench train: --steps = %d, want >= 1", *steps)
 	}
-	bc := benchConfig{Config: "small", Warmup: 2}
+	bc := benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm"}
 	if err := applySets(&bc, sets); err != nil {
 		return err
 	}
@@ -68,6 +70,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	r.Config.Set("batch", bc.Batch)
 	r.Config.Set("dropout", bc.Dropout)
 	r.Config.Set("warmup", bc.Warmup)
+	r.Config.Set("executor", bc.Exec)
+	r.Config.Set("blas", models.BLAS())
 	r.Config.Set("steps", *steps)
 	r.Config.Set("seed", *seed)
 	return emit(r, *format, *out, stdout)
@@ -86,8 +90,19 @@ func benchTrain(bc benchConfig, steps int, seed int64) (*reports.Report, error) 
 	if err := mc.Validate(); err != nil {
 		return nil, usageError("%v", err)
 	}
+	var opts []models.ModelOption
+	switch bc.Exec {
+	case "arena":
+	case "tape":
+		opts = append(opts, models.WithTapeMachine())
+	default:
+		return nil, usageError("--set executor=%s: want arena or tape", bc.Exec)
+	}
+	if err := models.SetBLAS(bc.BLAS); err != nil {
+		return nil, usageError("--set blas=%s: %v", bc.BLAS, err)
+	}
 	p := models.NewParams(mc, seed)
-	m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true)
+	m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -190,6 +190,8 @@ func TestGPTCommandErrors(t *testing.T) {
 		{"resume with set", []string{"gpt", "train", "--resume", bin, "--set", "iters=3"}, "--resume"},
 		{"bench without train", []string{"bench"}, "bench train"},
 		{"bench bad steps", []string{"bench", "train", "--steps", "0"}, "steps"},
+		{"bench bad executor", []string{"bench", "train", "--set", "executor=gpu"}, "executor=gpu"},
+		{"bench bad blas", []string{"bench", "train", "--set", "blas=mkl"}, "blas=mkl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(dir, "out-"+strings.ReplaceAll(tc.name, " ", "-"))
@@ -222,5 +224,22 @@ func TestBenchTrainJSON(t *testing.T) {
 		if !ok || !(v > 0) || math.IsInf(v, 0) {
 			t.Errorf("bench train metric %s = %v, want a positive number", k, m[k])
 		}
+	}
+}
+
+// TestBenchArenaAgainstTape: the arena executor allocates under 1% of
+// the bytes per step that gorgonia's TapeMachine does (the arena issue's
+// target), measured by bench train on both.
+func TestBenchArenaAgainstTape(t *testing.T) {
+	bytes := map[string]float64{}
+	for _, exec := range []string{"arena", "tape"} {
+		code, out, errs := runMain("bench", "train", "--set", "config=tiny", "--set", "executor="+exec, "--steps", "5", "--format", "json")
+		if code != 0 {
+			t.Fatalf("bench train executor=%s: status %d: %s", exec, code, errs)
+		}
+		bytes[exec] = jsonMetrics(t, out)["bytes_allocated_per_step"].(float64)
+	}
+	if bytes["arena"] >= 0.01*bytes["tape"] {
+		t.Errorf("arena allocates %.0f bytes per step, TapeMachine %.0f: want under 1%%", bytes["arena"], bytes["tape"])
 	}
 }
