@@ -58,7 +58,7 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 	parity := r.AddTable("Arena executor against the TapeMachine (same graph, same batch)",
 		"config", "pass", "outputs compared", "max |diff|", "bitwise")
 	update := r.AddTable("The training step with the AdamW update: parameters in the schedule, updated in place",
-		"config", "parameters", "donated", "in-place updates legal", "arena bytes", "bound bytes", "why not (first refusal)")
+		"config", "parameter nodes", "donated", "in-place updates legal", "arena bytes", "bound bytes", "why not (first refusal)")
 	speed := r.AddTable(fmt.Sprintf("One training step, TapeMachine against the arena (median of %d)", steps),
 		"config", "executor", "step ms", "allocs per step", "bytes allocated per step")
 	var last *arenaResult
