@@ -137,13 +137,6 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 	return r, nil
 }
 
-func ratio(a, b int64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
-
 // arenaResult is what one config and pass measured.
 type arenaResult struct {
 	stats    arena.Stats

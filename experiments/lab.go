@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 
 	"gptlab/reports"
@@ -127,3 +128,11 @@ type badInput struct{ msg string }
 
 func (e *badInput) Error() string        { return e.msg }
 func (e *badInput) Is(target error) bool { return target == ErrUsage }
+
+// ratio is a/b for a report, NaN (null in JSON) when b is 0.
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
+}
