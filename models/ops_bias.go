@@ -74,7 +74,10 @@ func (op addBiasOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("AddBias: output %v, want %v", out.Shape, s)
 	}
 	y, x, b := out.F32, in[0].F32, in[1].F32
-	return func() { addBias(y, x, b) }, nil
+	C := len(b)
+	return newRowSplit(len(x)/C, C, func(lo, hi int) { // rows of (N, C)
+		addBias(y[lo*C:hi*C], x[lo*C:hi*C], b)
+	}).run, nil
 }
 func (addBiasOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "AddBias") }
 func (op addBiasOp) Hashcode() uint32   { return hashOf(op) }
@@ -161,7 +164,9 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("ColSum: output %v, want %v", out.Shape, s)
 	}
 	y, x, acc := out.F32, in[0].F32, make([]float64, s[0])
-	return func() { colSum(y, x, acc) }, nil
+	// Split over columns: each column is summed over every row in order,
+	// whoever computes it, so the split does not change the result.
+	return newRowSplit(s[0], len(x)/s[0], func(lo, hi int) { colSumRange(y, x, acc, lo, hi) }).run, nil
 }
 func (colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
 func (op colSumOp) Hashcode() uint32   { return hashOf(op) }
@@ -169,18 +174,21 @@ func (colSumOp) String() string        { return "ColSum" }
 
 // colSum sums the rows of x into y, accumulating in float64 (acc, of
 // y's length) like a reduction should, rows in order.
-func colSum[F float](y, x []F, acc []float64) {
+func colSum[F float](y, x []F, acc []float64) { colSumRange(y, x, acc, 0, len(y)) }
+
+// colSumRange is colSum for the columns [lo, hi) alone.
+func colSumRange[F float](y, x []F, acc []float64, lo, hi int) {
 	C := len(y)
-	acc = acc[:C]
-	clear(acc)
+	a := acc[lo:hi]
+	clear(a)
 	for r := 0; r+C <= len(x); r += C {
-		xr := x[r : r+C]
-		xr = xr[:len(acc)]
-		for c := range acc {
-			acc[c] += float64(xr[c])
+		xr := x[r+lo : r+hi]
+		xr = xr[:len(a)]
+		for c := range a {
+			a[c] += float64(xr[c])
 		}
 	}
-	for c, v := range acc {
-		y[c] = F(v)
+	for c, v := range a {
+		y[lo+c] = F(v)
 	}
 }
