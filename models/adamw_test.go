@@ -118,3 +118,41 @@ func TestAdamWStepDoesNotAllocate(t *testing.T) {
 		t.Errorf("AdamW.Step allocates %v times per call, want 0", n)
 	}
 }
+
+// TestAdamWSplitMatchesSerial: the update split over the worker pool (baby's
+// 0.8M parameters are well above the split threshold) gives bitwise the
+// serial update, step after step.
+func TestAdamWSplitMatchesSerial(t *testing.T) {
+	cfg, err := Preset("baby")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(limit int) *Params {
+		splitLimit = limit
+		defer func() { splitLimit = maxParts }()
+		p := NewParams(cfg, 3)
+		a := NewAdamW(p, DefaultAdamW())
+		if limit > 1 && pool.workers == 0 {
+			t.Skip("one CPU: the pool has no workers, nothing to split")
+		}
+		if limit > 1 && len(a.split.helpers) == 0 {
+			t.Fatal("the update of baby's parameters is not split")
+		}
+		grad := make([]float32, p.Count())
+		for step := 0; step < 3; step++ {
+			for i := range grad {
+				grad[i] = float32((i*31+step*7)%97-48) * 1e-4
+			}
+			if _, err := a.StepFlat(grad, 1e-3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	serial, split := run(1), run(maxParts)
+	for i, w := range serial.Data() {
+		if split.Data()[i] != w {
+			t.Fatalf("weight %d: split update %v, serial %v", i, split.Data()[i], w)
+		}
+	}
+}
