@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -298,14 +297,16 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 		if err != nil {
 			return err
 		}
-		capacity := int64(0) // unknown
-		if parts := strings.Split(filepath.Base(file), "."); len(parts) == 3 {
-			capacity, _ = strconv.ParseInt(parts[1], 10, 64)
-		}
+		capacity, known := planner.CapacityFromFilename(file)
 		for _, pp := range plans {
 			perCap := "-"
-			if capacity > 0 {
+			if known {
 				perCap = reports.Cell(ratio(pp.plan.Peak, capacity))
+				if pp.algo.Name == "search" {
+					r.Check(filepath.Base(file)+": search fits the capacity in under 10 s",
+						pp.plan.Peak <= capacity && pp.took < 10*time.Second,
+						"peak %d, capacity %d, %.0f ms", pp.plan.Peak, capacity, float64(pp.took.Milliseconds()))
+				}
 			}
 			t.Row(filepath.Base(file), len(bufs), pp.algo.Name, pp.plan.Peak, p.Bound(), ratio(pp.plan.Peak, p.Bound()),
 				perCap, float64(pp.took.Nanoseconds())/1e6)
