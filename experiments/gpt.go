@@ -37,6 +37,8 @@ type gptConfig struct {
 	Warmup      int     `set:"warmup" help:"linear warmup steps"`
 	Batch       int     `set:"batch" help:"sequences per step; 0: the preset's"`
 	Dropout     float64 `set:"dropout" help:"dropout probability"`
+	Beta2       float64 `set:"beta2" help:"AdamW's second-moment decay (the reference's 0.95)"`
+	GradClip    float64 `set:"grad-clip" help:"clip the global gradient norm to this; 0: no clipping"`
 	EvalEvery   int     `set:"eval-every" help:"validate every this many steps; 0: iters/10"`
 	EvalBatches int     `set:"eval-batches" help:"validation batches per evaluation (the same ones each time)"`
 	SampleChars int     `set:"sample-chars" help:"characters sampled from the model for the report"`
@@ -46,7 +48,7 @@ type gptConfig struct {
 // a nat of the ideal model in about a minute on 2 cores; --quick trains
 // tiny for a few seconds.
 var gptDefaults = gptConfig{
-	Config: "small", Iters: 2000, LR: 1e-2, Warmup: 100, Batch: 0,
+	Config: "small", Iters: 2000, LR: 1e-2, Warmup: 100, Batch: 0, Beta2: 0.95,
 	EvalEvery: 0, EvalBatches: 20, SampleChars: 120,
 }
 
@@ -90,7 +92,7 @@ func (c *gptConfig) setup(seed int64) (models.TrainConfig, *models.Dataset, erro
 		c.EvalEvery = max(1, c.Iters/10)
 	}
 	tc := models.TrainConfig{Model: mc, Iters: c.Iters, LR: c.LR, Warmup: c.Warmup,
-		EvalEvery: c.EvalEvery, EvalBatches: c.EvalBatches, Seed: seed}
+		EvalEvery: c.EvalEvery, EvalBatches: c.EvalBatches, Beta2: c.Beta2, GradClip: c.GradClip, Seed: seed}
 	if err := tc.Validate(); err != nil {
 		return models.TrainConfig{}, nil, usageError("%v", err)
 	}

@@ -27,7 +27,7 @@ import (
 // the very same bits.
 
 // CheckpointFormat is the __metadata__ "format" of a training checkpoint.
-const CheckpointFormat = "gptlab-train-1"
+const CheckpointFormat = "gptlab-train-2"
 
 // ErrCheckpoint marks a checkpoint that cannot be used.
 var ErrCheckpoint = errors.New("bad checkpoint")
@@ -87,6 +87,8 @@ func (t *Trainer) Save(path string) error {
 		"warmup":       strconv.Itoa(c.Warmup),
 		"eval_every":   strconv.Itoa(c.EvalEvery),
 		"eval_batches": strconv.Itoa(c.EvalBatches),
+		"beta2":        strconv.FormatFloat(c.Beta2, 'g', -1, 64),
+		"grad_clip":    strconv.FormatFloat(c.GradClip, 'g', -1, 64),
 		"seed":         strconv.FormatInt(c.Seed, 10),
 		"step":         strconv.Itoa(t.step),
 		"adamw_step":   strconv.FormatInt(astep, 10),
@@ -139,6 +141,8 @@ func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 		Warmup:      mr.int("warmup"),
 		EvalEvery:   mr.int("eval_every"),
 		EvalBatches: mr.int("eval_batches"),
+		Beta2:       mr.float("beta2"),
+		GradClip:    mr.float("grad_clip"),
 		Seed:        mr.int64("seed"),
 	}
 	ck.Step = mr.int("step")

@@ -18,6 +18,8 @@ type TrainConfig struct {
 	Warmup      int     // linear warmup steps
 	EvalEvery   int     // validate every this many steps, and at the end; 0: at the end only
 	EvalBatches int     // validation batches averaged per evaluation (always the same ones)
+	Beta2       float64 // AdamW's second-moment decay; 0 means the reference's 0.95
+	GradClip    float64 // clip the global gradient norm to this; 0 disables
 	Seed        int64
 }
 
@@ -37,8 +39,24 @@ func (c TrainConfig) Validate() error {
 		return fmt.Errorf("%w: eval-every = %d, want >= 0", ErrConfig, c.EvalEvery)
 	case c.EvalBatches < 1:
 		return fmt.Errorf("%w: eval-batches = %d, want >= 1", ErrConfig, c.EvalBatches)
+	case !(c.Beta2 >= 0 && c.Beta2 < 1):
+		return fmt.Errorf("%w: beta2 = %v, want in [0, 1) (0: the reference's 0.95)", ErrConfig, c.Beta2)
+	case !(c.GradClip >= 0) || math.IsInf(c.GradClip, 0):
+		return fmt.Errorf("%w: grad-clip = %v, want >= 0 (0: no clipping)", ErrConfig, c.GradClip)
 	}
 	return nil
+}
+
+// AdamW is the run's optimizer configuration: the reference's, with the
+// run's Beta2 and GradClip where set.
+func (c TrainConfig) AdamW() AdamWConfig {
+	a := DefaultAdamW()
+	a.LR = c.LR
+	if c.Beta2 != 0 {
+		a.Beta2 = c.Beta2
+	}
+	a.GradClip = c.GradClip
+	return a
 }
 
 // Schedule is the run's learning-rate schedule.
@@ -122,7 +140,7 @@ func newTrainer(cfg TrainConfig, data *Dataset, p *Params) (*Trainer, error) {
 	}
 	n := mc.Batch * mc.Block
 	return &Trainer{
-		Cfg: cfg, Data: data, Params: p, Opt: NewAdamW(p, DefaultAdamW()),
+		Cfg: cfg, Data: data, Params: p, Opt: NewAdamW(p, cfg.AdamW()),
 		eval: eval, batches: bt,
 		idx: make([]int32, n), tgt: make([]int32, n),
 	}, nil

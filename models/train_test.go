@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,11 +31,13 @@ func tinyCorpus(t testing.TB) *Dataset {
 
 // TestResumeBitwise trains 6 steps straight, and 3 steps + save + resume +
 // 3 steps: the losses, the validation history and the final parameters
-// must be bitwise equal. Dropout is on, so the dropout counter matters too.
+// must be bitwise equal. Dropout is on, so the dropout counter matters too,
+// and so are a non-default beta2 and gradient clipping.
 func TestResumeBitwise(t *testing.T) {
 	data := tinyCorpus(t)
 	cfg := tinyTrainConfig(t, 6)
 	cfg.Model.Dropout = 0.1
+	cfg.Beta2, cfg.GradClip = 0.99, 0.5
 	ctx := context.Background()
 
 	straight, err := NewTrainer(cfg, data)
@@ -59,6 +62,9 @@ func TestResumeBitwise(t *testing.T) {
 	ck, err := LoadCheckpoint(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ck.Cfg.Beta2 != cfg.Beta2 || ck.Cfg.GradClip != cfg.GradClip {
+		t.Errorf("checkpoint beta2, grad-clip = %v, %v; want %v, %v", ck.Cfg.Beta2, ck.Cfg.GradClip, cfg.Beta2, cfg.GradClip)
 	}
 	data2, err := ck.LoadData()
 	if err == nil {
@@ -159,5 +165,34 @@ func TestTrainLossFalls(t *testing.T) {
 	}
 	if math.Abs(first-math.Log(24)) > 0.1 {
 		t.Errorf("initial val loss %.4f, want about ln 24 = %.4f", first, math.Log(24))
+	}
+}
+
+// TestTrainConfigOptimizer: beta2 and grad-clip reach AdamW, 0 meaning the
+// reference's; bad values are refused, naming the setting.
+func TestTrainConfigOptimizer(t *testing.T) {
+	cfg := tinyTrainConfig(t, 6)
+	if a := cfg.AdamW(); a.Beta2 != 0.95 || a.GradClip != 0 || a.LR != cfg.LR {
+		t.Errorf("default: AdamW() = %+v, want beta2 0.95, no clipping, lr %v", a, cfg.LR)
+	}
+	cfg.Beta2, cfg.GradClip = 0.99, 1
+	if a := cfg.AdamW(); a.Beta2 != 0.99 || a.GradClip != 1 {
+		t.Errorf("AdamW() = %+v, want beta2 0.99, grad-clip 1", a)
+	}
+	for _, tc := range []struct {
+		beta2, clip float64
+		want        string
+	}{
+		{1, 0, "beta2"},
+		{-0.1, 0, "beta2"},
+		{math.NaN(), 0, "beta2"},
+		{0.9, -1, "grad-clip"},
+		{0.9, math.Inf(1), "grad-clip"},
+	} {
+		c := cfg
+		c.Beta2, c.GradClip = tc.beta2, tc.clip
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(beta2 %v, grad-clip %v) = %v, want an error naming %s", tc.beta2, tc.clip, err, tc.want)
+		}
 	}
 }
