@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"gptlab/internal/par"
 	"math"
 )
 
@@ -44,10 +45,10 @@ type AdamW struct {
 	step   int64
 	decay  []bool // per parameter, in Names order
 
-	flat  []float32 // the gradients of a step, laid out like Params.Data
-	grad  []float32 // the gradient the running update reads (flat, or StepFlat's)
-	split *rowSplit // the update over chunks of adamwGrain elements
-	cur   adamwStep // this step's scalars, read by the split
+	flat  []float32  // the gradients of a step, laid out like Params.Data
+	grad  []float32  // the gradient the running update reads (flat, or StepFlat's)
+	split *par.Split // the update over chunks of adamwGrain elements
+	cur   adamwStep  // this step's scalars, read by the split
 }
 
 // adamwStep are the scalars of one update.
@@ -67,7 +68,7 @@ func NewAdamW(p *Params, o AdamWConfig) *AdamW {
 		a.decay = append(a.decay, p.Decays(name))
 	}
 	rows := (n + adamwGrain - 1) / adamwGrain
-	a.split = newRowSplit(rows, adamwGrain, func(lo, hi int) {
+	a.split = par.New(rows, adamwGrain, func(lo, hi int) {
 		a.updateRange(lo*adamwGrain, min(hi*adamwGrain, n))
 	})
 	return a
@@ -129,7 +130,7 @@ func (a *AdamW) update(grad []float32, lr float64) float64 {
 		eps: float32(a.cfg.Eps), lr: lr,
 	}
 	a.grad = grad
-	a.split.run()
+	a.split.Run()
 	a.grad = nil
 	return norm
 }

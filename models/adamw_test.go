@@ -1,6 +1,7 @@
 package models
 
 import (
+	"gptlab/internal/par"
 	"math"
 	"testing"
 )
@@ -128,14 +129,14 @@ func TestAdamWSplitMatchesSerial(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(limit int) *Params {
-		splitLimit = limit
-		defer func() { splitLimit = maxParts }()
+		prev := par.SetLimit(limit)
+		defer par.SetLimit(prev)
 		p := NewParams(cfg, 3)
 		a := NewAdamW(p, DefaultAdamW())
-		if limit > 1 && pool.workers == 0 {
+		if limit > 1 && par.Workers() == 0 {
 			t.Skip("one CPU: the pool has no workers, nothing to split")
 		}
-		if limit > 1 && len(a.split.helpers) == 0 {
+		if limit > 1 && a.split.Parts() < 2 {
 			t.Fatal("the update of baby's parameters is not split")
 		}
 		grad := make([]float32, p.Count())
@@ -149,7 +150,7 @@ func TestAdamWSplitMatchesSerial(t *testing.T) {
 		}
 		return p
 	}
-	serial, split := run(1), run(maxParts)
+	serial, split := run(1), run(par.MaxParts)
 	for i, w := range serial.Data() {
 		if split.Data()[i] != w {
 			t.Fatalf("weight %d: split update %v, serial %v", i, split.Data()[i], w)

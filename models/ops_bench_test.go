@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -89,10 +90,10 @@ func BenchmarkOps(b *testing.B) {
 		out, in := bufsOf(b, want, tc.in)
 		// the kernel as bound by default (split across the pool above a
 		// size), and bound serially: their ratio is what the split buys.
-		for _, limit := range []int{maxParts, 1} {
-			splitLimit = limit
+		for _, limit := range []int{par.MaxParts, 1} {
+			prev := par.SetLimit(limit)
 			run, ok := k.BindKernel(out, in)
-			splitLimit = maxParts
+			par.SetLimit(prev)
 			if !ok {
 				b.Fatalf("%s: BindKernel refused baby shapes", tc.name)
 			}

@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -75,9 +76,9 @@ func (op addBiasOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	}
 	y, x, b := out.F32, in[0].F32, in[1].F32
 	C := len(b)
-	return newRowSplit(len(x)/C, C, func(lo, hi int) { // rows of (N, C)
+	return par.New(len(x)/C, C, func(lo, hi int) { // rows of (N, C)
 		addBias(y[lo*C:hi*C], x[lo*C:hi*C], b)
-	}).run, nil
+	}).Run, nil
 }
 func (addBiasOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "AddBias") }
 func (op addBiasOp) Hashcode() uint32   { return hashOf(op) }
@@ -166,7 +167,7 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	y, x, acc := out.F32, in[0].F32, make([]float64, s[0])
 	// Split over columns: each column is summed over every row in order,
 	// whoever computes it, so the split does not change the result.
-	return newRowSplit(s[0], len(x)/s[0], func(lo, hi int) { colSumRange(y, x, acc, lo, hi) }).run, nil
+	return par.New(s[0], len(x)/s[0], func(lo, hi int) { colSumRange(y, x, acc, lo, hi) }).Run, nil
 }
 func (colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
 func (op colSumOp) Hashcode() uint32   { return hashOf(op) }

@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -101,15 +102,15 @@ func (op geluOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	y, x := out.F32, in[0].F32
 	if op.grad {
 		dy := in[2].F32 // in[1], the forward output, is not needed
-		return newRowSplit(rows, 4*geluGrain, func(lo, hi int) {
+		return par.New(rows, 4*geluGrain, func(lo, hi int) {
 			lo, hi = lo*geluGrain, min(hi*geluGrain, n)
 			geluBackward32(y[lo:hi], x[lo:hi], dy[lo:hi])
-		}).run, nil
+		}).Run, nil
 	}
-	return newRowSplit(rows, 4*geluGrain, func(lo, hi int) {
+	return par.New(rows, 4*geluGrain, func(lo, hi int) {
 		lo, hi = lo*geluGrain, min(hi*geluGrain, n)
 		geluForward32(y[lo:hi], x[lo:hi])
-	}).run, nil
+	}).Run, nil
 }
 func (op geluOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op geluOp) Hashcode() uint32      { return hashOf(op) }

@@ -11,6 +11,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -101,8 +102,8 @@ func TestKernelsMatchDo(t *testing.T) {
 					t.Fatalf("run %d: kernel[%d] = %v, Do %v", i, j, out.F32[j], wantF[j])
 				}
 			}
-			splitLimit = 1
-			defer func() { splitLimit = maxParts }()
+			prev := par.SetLimit(1)
+			defer par.SetLimit(prev)
 			serial := nanBuf(t, want)
 			bindOrFail(t, tc.op, serial, in)()
 			if j := bitsEqual(serial.F32, wantF); j >= 0 {

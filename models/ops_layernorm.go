@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -116,9 +117,9 @@ func (lnOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("LayerNorm: shapes %v, want (N, C), (C), (C)", shapesOfBufs(in))
 	}
 	y, x, w, b := out.F32, in[0].F32, in[1].F32, in[2].F32
-	return newRowSplit(N, 3*C, func(lo, hi int) {
+	return par.New(N, 3*C, func(lo, hi int) {
 		lnForward(y[lo*C:hi*C], x[lo*C:hi*C], w, b)
-	}).run, nil
+	}).Run, nil
 }
 func (lnOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "LayerNorm") }
 func (op lnOp) Hashcode() uint32   { return hashOf(op) }
@@ -236,9 +237,9 @@ func (lnGradXOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("LayerNormGradX: shapes %v, want (N, C), (C), (N, C)", shapesOfBufs(in))
 	}
 	dx, x, w, dy := out.F32, in[0].F32, in[1].F32, in[2].F32
-	return newRowSplit(N, 5*C, func(lo, hi int) {
+	return par.New(N, 5*C, func(lo, hi int) {
 		lnBackwardX(dx[lo*C:hi*C], x[lo*C:hi*C], w, dy[lo*C:hi*C])
-	}).run, nil
+	}).Run, nil
 }
 func (lnGradXOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "LayerNormGradX") }
 func (op lnGradXOp) Hashcode() uint32   { return hashOf(op) }

@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -109,13 +110,13 @@ func (op causalSoftmaxOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	y, a := out.F32, in[0].F32
 	if op.grad {
 		dy := in[1].F32
-		return newRowSplit(rows, T, func(lo, hi int) {
+		return par.New(rows, T, func(lo, hi int) {
 			causalSoftmaxBackward(y[lo*T:hi*T], a[lo*T:hi*T], dy[lo*T:hi*T], T, lo, scale)
-		}).run, nil
+		}).Run, nil
 	}
-	return newRowSplit(rows, 4*T, func(lo, hi int) {
+	return par.New(rows, 4*T, func(lo, hi int) {
 		causalSoftmaxForward32(y[lo*T:hi*T], a[lo*T:hi*T], T, lo, scale)
-	}).run, nil
+	}).Run, nil
 }
 func (op causalSoftmaxOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalSoftmaxOp) Hashcode() uint32      { return hashOf(op) }

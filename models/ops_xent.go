@@ -9,6 +9,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -168,12 +169,12 @@ func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 			return nil, fmt.Errorf("%v: output %v, want a scalar", op, out.Shape)
 		}
 		losses := make([]float64, N)
-		split := newRowSplit(N, 2*V, func(lo, hi int) {
+		split := par.New(N, 2*V, func(lo, hi int) {
 			xentRows32(losses[lo:hi], l[lo*V:hi*V], t[lo:hi], V)
 		})
 		return func() {
 			checkTargets(op, t, V)
-			split.run()
+			split.Run()
 			var total float64
 			for _, v := range losses {
 				total += v
@@ -189,13 +190,13 @@ func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	}
 	d, dloss := out.F32, in[2].F32
 	var k float64 // dloss/N, set before each run of split
-	split := newRowSplit(N, 3*V, func(lo, hi int) {
+	split := par.New(N, 3*V, func(lo, hi int) {
 		xentBackward32(d[lo*V:hi*V], l[lo*V:hi*V], t[lo:hi], V, k)
 	})
 	return func() {
 		checkTargets(op, t, V)
 		k = float64(dloss[0]) / float64(N)
-		split.run()
+		split.Run()
 	}, nil
 }
 

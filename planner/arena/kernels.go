@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"gonum.org/v1/gonum/blas"
+
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+	"gptlab/internal/par"
 )
 
 // Buf is fixed storage an op reads or writes: float32 or int data and the
@@ -112,12 +114,26 @@ func matMulKernel(name string, out Buf, in []Buf) (func(), bool) {
 	}
 	impl := tensor.WhichBLAS()
 	sa, sb, sc := m*k, k*n, m*n
-	return func() {
-		for i := 0; i < batch; i++ {
+	mul := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
 			impl.Sgemm(transA, transB, m, n, k, 1, a.F32[i*sa:(i+1)*sa], lda, b.F32[i*sb:(i+1)*sb], ldb, 0, out.F32[i*sc:(i+1)*sc], n)
 		}
-	}, true
+	}
+	if batch == 1 || 2*m*n*k >= batchSplitFlops {
+		return func() { mul(0, batch) }, true
+	}
+	// many small products (attention's heads): one Sgemm call per item,
+	// the items split over the pool.
+	return par.New(batch, sa+sb+sc, mul).Run, true
 }
+
+// batchSplitFlops is the size of one product of a batch above which the
+// batch runs item after item, each product split by the BLAS itself (as
+// gptlab's sgemm does above 4 Mflop).
+const batchSplitFlops = 4 << 20
+
+// elemGrain is the elements of one row of an elementwise kernel's split.
+const elemGrain = 4096
 
 // elemKernel runs a same-shape elementwise binary op.
 func elemKernel(name string, out Buf, in []Buf) (func(), bool) {
@@ -125,33 +141,40 @@ func elemKernel(name string, out Buf, in []Buf) (func(), bool) {
 		return nil, false
 	}
 	a, b, c := in[0].F32, in[1].F32, out.F32
+	var f func(c, a, b []float32)
 	switch strings.Fields(name)[0] {
 	case "+":
-		return func() {
+		f = func(c, a, b []float32) {
 			for i := range c {
 				c[i] = a[i] + b[i]
 			}
-		}, true
+		}
 	case "-":
-		return func() {
+		f = func(c, a, b []float32) {
 			for i := range c {
 				c[i] = a[i] - b[i]
 			}
-		}, true
+		}
 	case "⊙":
-		return func() {
+		f = func(c, a, b []float32) {
 			for i := range c {
 				c[i] = a[i] * b[i]
 			}
-		}, true
+		}
 	case "÷":
-		return func() {
+		f = func(c, a, b []float32) {
 			for i := range c {
 				c[i] = a[i] / b[i]
 			}
-		}, true
+		}
+	default:
+		return nil, false
 	}
-	return nil, false
+	n := len(c)
+	return par.New((n+elemGrain-1)/elemGrain, 3*elemGrain, func(lo, hi int) {
+		lo, hi = lo*elemGrain, min(hi*elemGrain, n)
+		f(c[lo:hi], a[lo:hi], b[lo:hi])
+	}).Run, true
 }
 
 // transposeKernel permutes the axes of a contiguous tensor: "Aᵀ{0, 2, 1, 3}".

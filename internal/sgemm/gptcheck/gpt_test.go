@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,15 +25,19 @@ type call struct {
 	m, n, k int
 }
 
-// recorder is gonum's BLAS with Sgemm from inner, counting calls by shape.
+// recorder is gonum's BLAS with Sgemm from inner, counting calls by shape
+// (the executor makes calls from several goroutines at once).
 type recorder struct {
 	gonum.Implementation
 	inner blas.Float32
+	mu    *sync.Mutex
 	calls map[call]int
 }
 
 func (r recorder) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	r.mu.Lock()
 	r.calls[call{tA, tB, m, n, k}]++
+	r.mu.Unlock()
 	r.inner.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
@@ -80,7 +85,7 @@ func TestGPTOnSgemm(t *testing.T) {
 	}
 	const steps = 3
 	want, _ := trainLosses(t, "small", gonum.Implementation{}, steps)
-	rec := recorder{inner: sgemm.Implementation{}, calls: map[call]int{}}
+	rec := recorder{inner: sgemm.Implementation{}, mu: new(sync.Mutex), calls: map[call]int{}}
 	got, _ := trainLosses(t, "small", rec, steps)
 	if len(rec.calls) == 0 {
 		t.Fatalf("training made no Sgemm call through the installed BLAS")
@@ -101,7 +106,7 @@ func TestGPTShapesAndTime(t *testing.T) {
 	if os.Getenv("SGEMM_COMPARE") == "" {
 		t.Skip("measurement; set SGEMM_COMPARE=1 to run")
 	}
-	rec := recorder{inner: sgemm.Implementation{}, calls: map[call]int{}}
+	rec := recorder{inner: sgemm.Implementation{}, mu: new(sync.Mutex), calls: map[call]int{}}
 	trainLosses(t, "baby", rec, 1)
 	var lines []string
 	var flops float64

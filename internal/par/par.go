@@ -1,4 +1,7 @@
-package models
+// Package par runs a loop over rows on a small pool of long-lived worker
+// goroutines, with fixed chunk boundaries and no allocation per run, for
+// the kernels of the model and of the arena executor.
+package par
 
 import (
 	"runtime"
@@ -7,7 +10,7 @@ import (
 )
 
 // The row-parallel kernels share a small pool of long-lived worker
-// goroutines (one fewer than the usable CPUs, at most maxParts-1), started
+// goroutines (one fewer than the usable CPUs, at most MaxParts-1), started
 // on first use. A kernel bound to fixed storage cuts its rows once, at
 // bind time, into a few chunks per CPU and pre-allocates one helper per
 // worker. Running it offers the helpers to the pool, then the caller and
@@ -20,15 +23,28 @@ import (
 // a fixed order of summation, with fixed chunk boundaries, so results
 // never depend on the split or on who ran what.
 
-// maxParts bounds the goroutines one kernel runs on.
-const maxParts = 4
+// MaxParts bounds the goroutines one kernel runs on.
+const MaxParts = 4
 
 // chunksPerPart is how many chunks each goroutine's share is cut into.
 const chunksPerPart = 4
 
-// splitLimit caps the goroutines of kernels bound from now on (tests set
-// it to 1 to compare a split kernel with its serial run).
-var splitLimit = maxParts
+// limit caps the goroutines of splits made from now on.
+var limit atomic.Int64
+
+func init() { limit.Store(MaxParts) }
+
+// SetLimit caps the goroutines of the splits made from now on (n < 1
+// means 1; tests set 1 to compare a split kernel with its serial run) and
+// returns the previous cap.
+func SetLimit(n int) int { return int(limit.Swap(int64(max(n, 1)))) }
+
+// Workers is the number of pool goroutines besides the caller (0 with
+// one usable CPU: nothing is ever split).
+func Workers() int {
+	pool.once.Do(startPool)
+	return pool.workers
+}
 
 // parallelMinWork is the work (elements touched) below which a kernel
 // runs on the calling goroutine: handing work to a worker costs a few
@@ -37,7 +53,7 @@ const parallelMinWork = 1 << 16
 
 // helper is a worker's share of one split kernel.
 type helper struct {
-	s     *rowSplit
+	s     *Split
 	taken atomic.Bool   // claimed, by a worker or the caller, this run
 	done  chan struct{} // a worker that ran the helper says so (buffered)
 }
@@ -49,7 +65,7 @@ var pool struct {
 }
 
 func startPool() {
-	pool.workers = min(runtime.GOMAXPROCS(0), maxParts) - 1
+	pool.workers = min(runtime.GOMAXPROCS(0), MaxParts) - 1
 	pool.jobs = make(chan *helper, 64)
 	for range pool.workers {
 		go func() {
@@ -65,11 +81,11 @@ func startPool() {
 	}
 }
 
-// rowSplit is a loop over rows [0, rows) bound once: f(lo, hi) computes
+// Split is a loop over rows [0, rows) bound once: f(lo, hi) computes
 // rows lo..hi-1 and must touch nothing outside them (no cross-row
-// reductions). A rowSplit must not run on two goroutines at once (it is
+// reductions). A Split must not run on two goroutines at once (it is
 // bound to one output); different ones may.
-type rowSplit struct {
+type Split struct {
 	f       func(lo, hi int)
 	rows    int
 	chunk   int          // rows per chunk
@@ -78,12 +94,13 @@ type rowSplit struct {
 	helpers []helper     // one per worker; none when serial
 }
 
-// newRowSplit splits rows across the pool when rows*rowWork (the elements
-// touched) is at least parallelMinWork.
-func newRowSplit(rows, rowWork int, f func(lo, hi int)) *rowSplit {
+// New binds f to a split of rows across the pool when rows*rowWork (the
+// elements touched) is at least parallelMinWork, and to one serial call
+// otherwise.
+func New(rows, rowWork int, f func(lo, hi int)) *Split {
 	pool.once.Do(startPool)
-	s := &rowSplit{f: f, rows: rows, chunk: max(rows, 1), chunks: 1}
-	parts := min(pool.workers+1, splitLimit)
+	s := &Split{f: f, rows: rows, chunk: max(rows, 1), chunks: 1}
+	parts := min(pool.workers+1, int(limit.Load()))
 	if parts < 2 || rows < 2 || rows*rowWork < parallelMinWork {
 		return s
 	}
@@ -98,7 +115,7 @@ func newRowSplit(rows, rowWork int, f func(lo, hi int)) *rowSplit {
 }
 
 // work claims and computes chunks until none is left.
-func (s *rowSplit) work() {
+func (s *Split) work() {
 	for {
 		c := int(s.next.Add(1) - 1)
 		if c >= s.chunks {
@@ -109,10 +126,10 @@ func (s *rowSplit) work() {
 	}
 }
 
-// run computes every row. Resetting the counter and releasing the helpers
+// Run computes every row. Resetting the counter and releasing the helpers
 // (taken = false) publishes what the caller wrote before run to any
 // worker that claims a helper.
-func (s *rowSplit) run() {
+func (s *Split) Run() {
 	if len(s.helpers) == 0 {
 		s.f(0, s.rows)
 		return
@@ -133,3 +150,6 @@ func (s *rowSplit) run() {
 		}
 	}
 }
+
+// Parts is how many goroutines the split may run on: 1 when it is serial.
+func (s *Split) Parts() int { return 1 + len(s.helpers) }

@@ -1,0 +1,81 @@
+package par
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// TestSplitCoversEveryRowOnce: every row is computed exactly once, run
+// after run, whatever the size, and small loops stay serial.
+func TestSplitCoversEveryRowOnce(t *testing.T) {
+	for _, tc := range []struct {
+		rows, rowWork int
+		split         bool
+	}{
+		{0, 1 << 20, false},
+		{1, 1 << 20, false},
+		{7, 16, false}, // below parallelMinWork
+		{7, 1 << 14, true},
+		{768, 512, true},
+		{1000, 1 << 10, true},
+	} {
+		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.rowWork), func(t *testing.T) {
+			hits := make([]int, tc.rows)
+			var mu sync.Mutex
+			chunks := 0
+			s := New(tc.rows, tc.rowWork, func(lo, hi int) {
+				mu.Lock()
+				chunks++
+				mu.Unlock()
+				for r := lo; r < hi; r++ {
+					hits[r]++ // rows are disjoint between chunks: no race
+				}
+			})
+			if got := s.Parts() > 1; Workers() > 0 && got != tc.split {
+				t.Errorf("Parts() = %d, want split %v", s.Parts(), tc.split)
+			}
+			for run := 1; run <= 3; run++ {
+				s.Run()
+				for r, h := range hits {
+					if h != run {
+						t.Fatalf("run %d: row %d computed %d times, want %d", run, r, h, run)
+					}
+				}
+			}
+			if tc.split && Workers() > 0 && chunks <= 3 {
+				t.Errorf("%d chunks in 3 runs: the rows were not cut", chunks)
+			}
+		})
+	}
+}
+
+// TestSetLimit: a limit of 1 makes every split made afterwards serial.
+func TestSetLimit(t *testing.T) {
+	prev := SetLimit(1)
+	s := New(768, 512, func(lo, hi int) {})
+	SetLimit(prev)
+	if s.Parts() != 1 {
+		t.Errorf("with limit 1: Parts() = %d, want 1", s.Parts())
+	}
+	if Workers() > 0 {
+		if s := New(768, 512, func(lo, hi int) {}); s.Parts() < 2 {
+			t.Errorf("limit restored to %d: Parts() = %d, want >= 2", prev, s.Parts())
+		}
+	}
+}
+
+func ExampleNew() {
+	x := make([]float32, 1024*256)
+	// bound once: each run doubles every row, on as many goroutines as the
+	// pool offers, in the same fixed chunks every time.
+	s := New(1024, 256, func(lo, hi int) {
+		for i := lo * 256; i < hi*256; i++ {
+			x[i] = 2*x[i] + 1
+		}
+	})
+	s.Run()
+	s.Run()
+	fmt.Println(x[0], x[len(x)-1])
+	// Output: 3 3
+}
