@@ -42,6 +42,7 @@ type gptConfig struct {
 	EvalEvery   int     `set:"eval-every" help:"validate every this many steps; 0: iters/10"`
 	EvalBatches int     `set:"eval-batches" help:"validation batches per evaluation (the same ones each time)"`
 	SampleChars int     `set:"sample-chars" help:"characters sampled from the model for the report"`
+	Target      float64 `set:"target" help:"val loss to reach: report the training time until the first validation at or below it (0: none)"`
 }
 
 // gptDefaults: small learns the embedded corpus to within about a tenth of
@@ -121,20 +122,35 @@ func runGPTLab(ctx context.Context, cfg *gptConfig, opt Options) (*reports.Repor
 	if err != nil {
 		return nil, err
 	}
-	return gptReport(tr, run, c.SampleChars, opt.Seed)
+	return gptReport(tr, run, c, opt.Seed)
 }
 
 // trainRun is what the loop measured.
 type trainRun struct {
+	first     int             // steps done before this run (a resumed run starts later)
 	stepTimes []time.Duration // training steps only, validation excluded
 	wall      time.Duration
+}
+
+// trainSeconds is the training time (validation excluded) from the start
+// of this run until `step` steps were done; false for a step before it.
+func (r trainRun) trainSeconds(step int) (float64, bool) {
+	n := step - r.first
+	if n < 0 || n > len(r.stepTimes) {
+		return 0, false
+	}
+	var d time.Duration
+	for _, t := range r.stepTimes[:n] {
+		d += t
+	}
+	return d.Seconds(), true
 }
 
 // trainWithProgress runs tr until step `until`, drawing progress on log.
 // With ckpt set it saves the trainer there (atomically) after every
 // validation and when interrupted.
 func trainWithProgress(ctx context.Context, tr *models.Trainer, until int, log io.Writer, ckpt string) (trainRun, error) {
-	var run trainRun
+	run := trainRun{first: tr.StepsDone()}
 	bar := newProgressBar(log, tr.Cfg.Iters)
 	tokens := float64(tr.Cfg.Model.Batch * tr.Cfg.Model.Block)
 	var saveErr error
@@ -167,7 +183,7 @@ func trainWithProgress(ctx context.Context, tr *models.Trainer, until int, log i
 }
 
 // gptReport builds the report of a finished (or stopped) run.
-func gptReport(tr *models.Trainer, run trainRun, sampleChars int, seed int64) (*reports.Report, error) {
+func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*reports.Report, error) {
 	data, mc := tr.Data, tr.Cfg.Model
 	r := reports.New("gpt", fmt.Sprintf("GPT %d layers × %d wide on %s: loss against the best achievable", mc.Layers, mc.Embd, data.Name))
 	last := tr.History[len(tr.History)-1]
@@ -203,13 +219,32 @@ func gptReport(tr *models.Trainer, run trainRun, sampleChars int, seed int64) (*
 		r.Metric("gap_to_oracle_nats", last.Val-gptMean(oracle))
 	}
 
-	t := r.AddTable("Loss curve (nats per character)", "step", "train loss", "val loss")
-	for _, p := range tr.History {
-		train := "—"
+	t := r.AddTable("Loss curve (nats per character)", "step", "train loss", "val loss", "training time (s)")
+	reached := -1 // index of the first point at or below the target
+	for i, p := range tr.History {
+		train, secs := "—", "—"
 		if !math.IsNaN(p.Train) {
 			train = reports.Cell(p.Train)
 		}
-		t.Row(p.Step, train, p.Val)
+		if s, ok := run.trainSeconds(p.Step); ok {
+			secs = reports.Cell(s)
+		}
+		t.Row(p.Step, train, p.Val, secs)
+		if reached < 0 && c.Target > 0 && p.Val <= c.Target {
+			reached = i
+		}
+	}
+	if c.Target > 0 {
+		r.Metric("target_val_loss_nats", c.Target)
+		if reached < 0 {
+			r.Note("The val loss did not reach the target %.4g in %d steps (best %.4f).", c.Target, tr.StepsDone(), bestVal(tr.History))
+		} else {
+			p := tr.History[reached]
+			r.Metric("steps_to_target", p.Step)
+			if s, ok := run.trainSeconds(p.Step); ok {
+				r.Metric("seconds_to_target", s)
+			}
+		}
 	}
 
 	if src := data.Source; src != nil {
@@ -222,7 +257,7 @@ func gptReport(tr *models.Trainer, run trainRun, sampleChars int, seed int64) (*
 		b.Row("this model (val)", last.Val, fmt.Sprintf("gap %.3f nats to the ideal model", last.Val-gptMean(oracle)))
 	}
 
-	if sampleChars > 0 {
+	if sampleChars := c.SampleChars; sampleChars > 0 {
 		s, err := models.NewSampler(tr.Params, data.Tok)
 		if err != nil {
 			return nil, err
@@ -376,4 +411,13 @@ func gptMean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
+}
+
+// bestVal is the lowest validation loss of a history.
+func bestVal(h []models.Point) float64 {
+	best := math.Inf(1)
+	for _, p := range h {
+		best = min(best, p.Val)
+	}
+	return best
 }

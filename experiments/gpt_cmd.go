@@ -158,7 +158,7 @@ func gptTrain(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	r, err := gptReport(tr, run, cfg.SampleChars, *seed)
+	r, err := gptReport(tr, run, cfg, *seed)
 	if err != nil {
 		return err
 	}

@@ -243,3 +243,53 @@ func TestBenchArenaAgainstTape(t *testing.T) {
 		t.Errorf("arena allocates %.0f bytes per step, TapeMachine %.0f: want under 1%%", bytes["arena"], bytes["tape"])
 	}
 }
+
+// TestGPTLabTarget: the time to a val-loss target is the training time up
+// to the first validation at or below it; an unreached target is said.
+func TestGPTLabTarget(t *testing.T) {
+	l, err := Find("gpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		target func(first, last float64) float64
+		step   func(iters int) (int, bool) // want steps_to_target, or none
+	}{
+		{"at the start", func(first, _ float64) float64 { return first + 1 }, func(int) (int, bool) { return 0, true }},
+		{"at the end", func(_, last float64) float64 { return last }, nil},
+		{"never", func(_, last float64) float64 { return last / 100 }, func(int) (int, bool) { return 0, false }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := smallGPT()
+			plain, err := RunLab(context.Background(), l, cfg, Options{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _ := plain.Metrics.Get("initial_val_loss_nats")
+			last, _ := plain.Metrics.Get("val_loss_nats")
+			cfg = smallGPT()
+			cfg.Target = tc.target(first.(float64), last.(float64))
+			r, err := RunLab(context.Background(), l, cfg, Options{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, reached := r.Metrics.Get("steps_to_target")
+			secs, _ := r.Metrics.Get("seconds_to_target")
+			switch {
+			case tc.step == nil: // reached at the last validation, or earlier
+				if !reached || steps.(int) <= 0 || steps.(int) > cfg.Iters || !(secs.(float64) > 0) {
+					t.Errorf("target %v (the final val loss): steps_to_target %v, seconds %v; want a step in (0, %d] and a positive time", cfg.Target, steps, secs, cfg.Iters)
+				}
+			default:
+				want, ok := tc.step(cfg.Iters)
+				if reached != ok || (ok && (steps.(int) != want || secs.(float64) != 0)) {
+					t.Errorf("target %v: steps_to_target %v (%v), seconds %v; want %d (%v) and 0 s", cfg.Target, steps, reached, secs, want, ok)
+				}
+				if !ok && !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "did not reach the target") }) {
+					t.Errorf("unreached target: no note saying so in %q", r.Notes)
+				}
+			}
+		})
+	}
+}
