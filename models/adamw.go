@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"gptlab/internal/par"
+	"gptlab/internal/vec"
 	"math"
 )
 
@@ -48,13 +49,7 @@ type AdamW struct {
 	flat  []float32  // the gradients of a step, laid out like Params.Data
 	grad  []float32  // the gradient the running update reads (flat, or StepFlat's)
 	split *par.Split // the update over chunks of adamwGrain elements
-	cur   adamwStep  // this step's scalars, read by the split
-}
-
-// adamwStep are the scalars of one update.
-type adamwStep struct {
-	clip, stepSize, bc2Sqrt, b1, b2, c1, c2, eps float32
-	lr                                           float64
+	cur   vec.AdamW  // this step's scalars, read by the split (Decay: of the weights that decay)
 }
 
 // adamwGrain is the elements of one row of the update's split.
@@ -108,10 +103,7 @@ func (a *AdamW) update(grad []float32, lr float64) float64 {
 	if lr <= 0 {
 		lr = a.cfg.LR
 	}
-	var sq float64
-	for _, g := range grad {
-		sq += float64(g) * float64(g)
-	}
+	_, sq := vec.Moments(grad) // Σg² in float64
 	norm := math.Sqrt(sq)
 	clip := float32(1)
 	if a.cfg.GradClip > 0 {
@@ -124,10 +116,10 @@ func (a *AdamW) update(grad []float32, lr float64) float64 {
 	t := float64(a.step)
 	bc1 := 1 - math.Pow(a.cfg.Beta1, t)
 	bc2 := 1 - math.Pow(a.cfg.Beta2, t)
-	a.cur = adamwStep{
-		clip: clip, stepSize: float32(lr / bc1), bc2Sqrt: float32(math.Sqrt(bc2)),
-		b1: float32(a.cfg.Beta1), b2: float32(a.cfg.Beta2), c1: float32(1 - a.cfg.Beta1), c2: float32(1 - a.cfg.Beta2),
-		eps: float32(a.cfg.Eps), lr: lr,
+	a.cur = vec.AdamW{
+		Decay: float32(1 - lr*a.cfg.WeightDecay), Clip: clip, StepSize: float32(lr / bc1), Bc2Sqrt: float32(math.Sqrt(bc2)),
+		B1: float32(a.cfg.Beta1), B2: float32(a.cfg.Beta2), C1: float32(1 - a.cfg.Beta1), C2: float32(1 - a.cfg.Beta2),
+		Eps: float32(a.cfg.Eps),
 	}
 	a.grad = grad
 	a.split.Run()
@@ -138,28 +130,18 @@ func (a *AdamW) update(grad []float32, lr float64) float64 {
 // updateRange updates the flat elements [lo, hi), which may span several
 // parameters (each with its own weight decay).
 func (a *AdamW) updateRange(lo, hi int) {
-	p, s := a.params, a.cur
+	p := a.params
 	for i := range p.names {
 		start, end := p.offsets[i], p.offsets[i]+len(p.slice(i))
 		if end <= lo || start >= hi {
 			continue
 		}
 		from, to := max(start, lo), min(end, hi)
-		w, g := p.data[from:to], a.grad[from:to]
-		mm, vv := a.m[from:to], a.v[from:to]
-		if a.decay[i] && a.cfg.WeightDecay != 0 {
-			d := float32(1 - s.lr*a.cfg.WeightDecay)
-			for j := range w {
-				w[j] *= d
-			}
+		s := a.cur
+		if !a.decay[i] || a.cfg.WeightDecay == 0 {
+			s.Decay = 1 // w*1 is w, bit for bit
 		}
-		for j, gj := range g {
-			gj *= s.clip
-			mm[j] = s.b1*mm[j] + s.c1*gj
-			vv[j] = s.b2*vv[j] + s.c2*gj*gj
-			denom := float32(math.Sqrt(float64(vv[j])))/s.bc2Sqrt + s.eps
-			w[j] -= s.stepSize * mm[j] / denom
-		}
+		s.Update(p.data[from:to], a.grad[from:to], a.m[from:to], a.v[from:to])
 	}
 }
 

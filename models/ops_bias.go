@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/vec"
 	"gptlab/planner/arena"
 )
 
@@ -46,7 +47,7 @@ func (op addBiasOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	if y, ok := o.Data().([]float64); ok {
-		addBias(y, in[0].Data().([]float64), in[1].Data().([]float64))
+		addBias64(y, in[0].Data().([]float64), in[1].Data().([]float64))
 		return o, nil
 	}
 	return runFloat32(op, "AddBias", o, in)
@@ -77,7 +78,7 @@ func (op addBiasOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	y, x, b := out.F32, in[0].F32, in[1].F32
 	C := len(b)
 	return par.New(len(x)/C, C, func(lo, hi int) { // rows of (N, C)
-		addBias(y[lo*C:hi*C], x[lo*C:hi*C], b)
+		vec.AddRow(y[lo*C:hi*C], x[lo*C:hi*C], b)
 	}).Run, nil
 }
 func (addBiasOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "AddBias") }
@@ -92,15 +93,13 @@ func (addBiasOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{grad, db}, nil
 }
 
-// addBias is y = x + b per row; y may be x.
-func addBias[F float](y, x, b []F) {
+// addBias64 is y = x + b per row (y may be x): the float64 reference of
+// the kernel.
+func addBias64(y, x, b []float64) {
 	C := len(b)
 	for r := 0; r+C <= len(x); r += C {
-		xr := x[r : r+C]
-		yr := y[r : r+C]
-		xr, yr = xr[:len(b)], yr[:len(b)]
-		for c, bv := range b {
-			yr[c] = xr[c] + bv
+		for c, v := range x[r : r+C] {
+			y[r+c] = v + b[c]
 		}
 	}
 }
@@ -139,7 +138,7 @@ func (op colSumOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	if y, ok := o.Data().([]float64); ok {
-		colSum(y, in[0].Data().([]float64), make([]float64, s[1]))
+		colSum64(y, in[0].Data().([]float64))
 		return o, nil
 	}
 	return runFloat32(op, "ColSum", o, in)
@@ -173,23 +172,28 @@ func (colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
 func (op colSumOp) Hashcode() uint32   { return hashOf(op) }
 func (colSumOp) String() string        { return "ColSum" }
 
-// colSum sums the rows of x into y, accumulating in float64 (acc, of
-// y's length) like a reduction should, rows in order.
-func colSum[F float](y, x []F, acc []float64) { colSumRange(y, x, acc, 0, len(y)) }
+// colSum64 sums the rows of x into y, rows in order: the float64
+// reference of colSumRange.
+func colSum64(y, x []float64) {
+	C := len(y)
+	clear(y)
+	for r := 0; r+C <= len(x); r += C {
+		for c, v := range x[r : r+C] {
+			y[c] += v
+		}
+	}
+}
 
-// colSumRange is colSum for the columns [lo, hi) alone.
-func colSumRange[F float](y, x []F, acc []float64, lo, hi int) {
+// colSumRange sums the columns [lo, hi) of x (N, C) into y, accumulating
+// in float64 (acc, of y's length) like a reduction should, rows in order.
+func colSumRange(y, x []float32, acc []float64, lo, hi int) {
 	C := len(y)
 	a := acc[lo:hi]
 	clear(a)
 	for r := 0; r+C <= len(x); r += C {
-		xr := x[r+lo : r+hi]
-		xr = xr[:len(a)]
-		for c := range a {
-			a[c] += float64(xr[c])
-		}
+		vec.AccumF64(a, x[r+lo:r+hi])
 	}
 	for c, v := range a {
-		y[lo+c] = F(v)
+		y[lo+c] = float32(v)
 	}
 }

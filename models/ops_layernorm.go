@@ -3,7 +3,6 @@ package models
 import (
 	"fmt"
 	"hash"
-	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -28,10 +27,8 @@ func LayerNorm(x, w, b *G.Node) (*G.Node, error) { return G.ApplyOp(lnOp{}, x, w
 // inputs (a row whose mean exceeds its spread 1e4 times would still get
 // var to 1e-8).
 func rowStats[F float](x []F) (mean, rstd float64) {
-	n := float64(len(x))
 	s, ss := moments4(x)
-	mean = s / n
-	return mean, 1 / math.Sqrt(max(ss/n-mean*mean, 0)+lnEps)
+	return lnStats(s, ss, len(x))
 }
 
 func lnCheck(op string, in []tensor.Shape) (tensor.Shape, error) {
@@ -118,7 +115,7 @@ func (lnOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	}
 	y, x, w, b := out.F32, in[0].F32, in[1].F32, in[2].F32
 	return par.New(N, 3*C, func(lo, hi int) {
-		lnForward(y[lo*C:hi*C], x[lo*C:hi*C], w, b)
+		lnForward32(y[lo*C:hi*C], x[lo*C:hi*C], w, b)
 	}).Run, nil
 }
 func (lnOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "LayerNorm") }
@@ -238,7 +235,7 @@ func (lnGradXOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	}
 	dx, x, w, dy := out.F32, in[0].F32, in[1].F32, in[2].F32
 	return par.New(N, 5*C, func(lo, hi int) {
-		lnBackwardX(dx[lo*C:hi*C], x[lo*C:hi*C], w, dy[lo*C:hi*C])
+		lnBackwardX32(dx[lo*C:hi*C], x[lo*C:hi*C], w, dy[lo*C:hi*C])
 	}).Run, nil
 }
 func (lnGradXOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "LayerNormGradX") }
@@ -255,8 +252,7 @@ func lnBackwardX[F float](dx, x, w, dy []F) {
 		dxr := dx[r : r+C]
 		xr, dyr, dxr = xr[:C], dyr[:C], dxr[:C]
 		sx, sxx, sg, sgx := lnGradSums(xr, w, dyr)
-		mean := sx / n
-		rstd := 1 / math.Sqrt(max(sxx/n-mean*mean, 0)+lnEps)
+		mean, rstd := lnStats(sx, sxx, C)
 		sgx = rstd * (sgx - mean*sg) / n // mean of g·xhat
 		sg /= n
 		for c, wv := range w {
@@ -351,7 +347,7 @@ func (lnGradWOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("LayerNormGradW: shapes %v, want (N, C), (N, C)", shapesOfBufs(in))
 	}
 	dw, x, dy, acc := out.F32, in[0].F32, in[1].F32, make([]float64, C)
-	return func() { lnBackwardW(dw, x, dy, acc) }, nil
+	return func() { lnBackwardW32(dw, x, dy, acc) }, nil
 }
 func (lnGradWOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "LayerNormGradW") }
 func (op lnGradWOp) Hashcode() uint32   { return hashOf(op) }

@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 	"gptlab/internal/par"
+	"gptlab/internal/vec"
 )
 
 // Buf is fixed storage an op reads or writes: float32 or int data and the
@@ -144,11 +145,7 @@ func elemKernel(name string, out Buf, in []Buf) (func(), bool) {
 	var f func(c, a, b []float32)
 	switch strings.Fields(name)[0] {
 	case "+":
-		f = func(c, a, b []float32) {
-			for i := range c {
-				c[i] = a[i] + b[i]
-			}
-		}
+		f = vec.Add
 	case "-":
 		f = func(c, a, b []float32) {
 			for i := range c {

@@ -1,0 +1,259 @@
+// Command basic generates the AVX2 kernels of package vec's basic
+// elementwise ops (Add, AddRow, AccumF64, AdamW.Update) with avo
+// (github.com/mmcloughlin/avo). It lives in the module internal/vec/asm so
+// that the main module does not depend on avo; `go generate` in
+// internal/vec runs it:
+//
+//	go run -C asm/basic . -out ../../basic_amd64.s -stubs ../../basic_amd64_stubs.go -pkg vec
+//
+// The kernels handle whole vectors only (n a multiple of 8, or of 4 for
+// accumF64AVX2); the Go side runs the remaining elements through the
+// pure-Go fallbacks, which perform the same IEEE operations in the same
+// order. No kernel uses a fused multiply-add: every product is rounded to
+// float32 before the sum, so the results are bitwise those of the Go code.
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	genAdd()
+	genAddRow()
+	genAccumF64()
+	genAdamW()
+	Generate()
+}
+
+// vecBytes is the size of one YMM vector in bytes.
+const vecBytes = 32
+
+// unroll is the vectors per main-loop trip of the memory-bound kernels.
+const unroll = 4
+
+// genAdd generates addAVX2: dst[i] = a[i] + b[i] for i < n, n a multiple
+// of 8.
+func genAdd() {
+	TEXT("addAVX2", NOSPLIT, "func(dst, a, b *float32, n int)")
+	Pragma("noescape")
+	Doc("addAVX2 sets dst[i] = a[i] + b[i] for i < n (n a multiple of 8).")
+	dst := Load(Param("dst"), GP64())
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	n := Load(Param("n"), GP64())
+	SHLQ(Imm(2), n) // bytes
+	big := GP64()   // bytes handled by the unrolled loop
+	MOVQ(n, big)
+	ANDQ(U32(^uint32(unroll*vecBytes-1)), big)
+	i := GP64()
+	XORQ(i, i)
+	x := make([]reg.VecVirtual, unroll)
+	for u := range x {
+		x[u] = YMM()
+	}
+	TESTQ(big, big)
+	JZ(LabelRef("add_one"))
+	Label("add_loop")
+	for u := range x {
+		VMOVUPS(Mem{Base: a, Index: i, Scale: 1, Disp: u * vecBytes}, x[u])
+	}
+	for u := range x {
+		VADDPS(Mem{Base: b, Index: i, Scale: 1, Disp: u * vecBytes}, x[u], x[u])
+	}
+	for u := range x {
+		VMOVUPS(x[u], Mem{Base: dst, Index: i, Scale: 1, Disp: u * vecBytes})
+	}
+	ADDQ(U32(unroll*vecBytes), i)
+	CMPQ(i, big)
+	JB(LabelRef("add_loop"))
+	Label("add_one")
+	CMPQ(i, n)
+	JAE(LabelRef("add_done"))
+	VMOVUPS(Mem{Base: a, Index: i, Scale: 1}, x[0])
+	VADDPS(Mem{Base: b, Index: i, Scale: 1}, x[0], x[0])
+	VMOVUPS(x[0], Mem{Base: dst, Index: i, Scale: 1})
+	ADDQ(U32(vecBytes), i)
+	JMP(LabelRef("add_one"))
+	Label("add_done")
+	VZEROUPPER()
+	RET()
+}
+
+// genAddRow generates addRowAVX2: for r < rows and c < cols,
+// dst[r*ld+c] = x[r*ld+c] + b[c], cols a multiple of 8. Each vector of b
+// is reloaded from memory (L1) with its row vector.
+func genAddRow() {
+	TEXT("addRowAVX2", NOSPLIT, "func(dst, x, b *float32, rows, cols, ld int)")
+	Pragma("noescape")
+	Doc("addRowAVX2 sets dst[r*ld+c] = x[r*ld+c] + b[c] for r < rows, c < cols (cols a multiple of 8).")
+	dst := Load(Param("dst"), GP64())
+	x := Load(Param("x"), GP64())
+	b := Load(Param("b"), GP64())
+	rows := Load(Param("rows"), GP64())
+	cols := Load(Param("cols"), GP64())
+	SHLQ(Imm(2), cols) // bytes of a row's vectors
+	ld := Load(Param("ld"), GP64())
+	SHLQ(Imm(2), ld)
+	big := GP64()
+	MOVQ(cols, big)
+	ANDQ(U32(^uint32(unroll*vecBytes-1)), big)
+	i := GP64()
+	v := make([]reg.VecVirtual, unroll)
+	for u := range v {
+		v[u] = YMM()
+	}
+	TESTQ(rows, rows)
+	JZ(LabelRef("addrow_done"))
+	Label("addrow_row")
+	XORQ(i, i)
+	TESTQ(big, big)
+	JZ(LabelRef("addrow_one"))
+	Label("addrow_loop")
+	for u := range v {
+		VMOVUPS(Mem{Base: x, Index: i, Scale: 1, Disp: u * vecBytes}, v[u])
+	}
+	for u := range v {
+		VADDPS(Mem{Base: b, Index: i, Scale: 1, Disp: u * vecBytes}, v[u], v[u])
+	}
+	for u := range v {
+		VMOVUPS(v[u], Mem{Base: dst, Index: i, Scale: 1, Disp: u * vecBytes})
+	}
+	ADDQ(U32(unroll*vecBytes), i)
+	CMPQ(i, big)
+	JB(LabelRef("addrow_loop"))
+	Label("addrow_one")
+	CMPQ(i, cols)
+	JAE(LabelRef("addrow_next"))
+	VMOVUPS(Mem{Base: x, Index: i, Scale: 1}, v[0])
+	VADDPS(Mem{Base: b, Index: i, Scale: 1}, v[0], v[0])
+	VMOVUPS(v[0], Mem{Base: dst, Index: i, Scale: 1})
+	ADDQ(U32(vecBytes), i)
+	JMP(LabelRef("addrow_one"))
+	Label("addrow_next")
+	ADDQ(ld, x)
+	ADDQ(ld, dst)
+	DECQ(rows)
+	JNZ(LabelRef("addrow_row"))
+	Label("addrow_done")
+	VZEROUPPER()
+	RET()
+}
+
+// genAccumF64 generates accumF64AVX2: acc[i] += float64(x[i]) for i < n,
+// n a multiple of 4. VCVTPS2PD widens 4 floats exactly; VADDPD rounds once.
+func genAccumF64() {
+	TEXT("accumF64AVX2", NOSPLIT, "func(acc *float64, x *float32, n int)")
+	Pragma("noescape")
+	Doc("accumF64AVX2 sets acc[i] += float64(x[i]) for i < n (n a multiple of 4).")
+	acc := Load(Param("acc"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	SHLQ(Imm(2), n)    // bytes of x
+	const step = 4 * 4 // bytes of x per YMM of float64
+	big := GP64()
+	MOVQ(n, big)
+	ANDQ(U32(^uint32(unroll*step-1)), big)
+	i := GP64() // offset into x in bytes; acc's is 2*i
+	XORQ(i, i)
+	v := make([]reg.VecVirtual, unroll)
+	for u := range v {
+		v[u] = YMM()
+	}
+	TESTQ(big, big)
+	JZ(LabelRef("accum_one"))
+	Label("accum_loop")
+	for u := range v {
+		VCVTPS2PD(Mem{Base: x, Index: i, Scale: 1, Disp: u * step}, v[u])
+	}
+	for u := range v {
+		VADDPD(Mem{Base: acc, Index: i, Scale: 2, Disp: 2 * u * step}, v[u], v[u])
+	}
+	for u := range v {
+		VMOVUPD(v[u], Mem{Base: acc, Index: i, Scale: 2, Disp: 2 * u * step})
+	}
+	ADDQ(U32(unroll*step), i)
+	CMPQ(i, big)
+	JB(LabelRef("accum_loop"))
+	Label("accum_one")
+	CMPQ(i, n)
+	JAE(LabelRef("accum_done"))
+	VCVTPS2PD(Mem{Base: x, Index: i, Scale: 1}, v[0])
+	VADDPD(Mem{Base: acc, Index: i, Scale: 2}, v[0], v[0])
+	VMOVUPD(v[0], Mem{Base: acc, Index: i, Scale: 2})
+	ADDQ(U32(step), i)
+	JMP(LabelRef("accum_one"))
+	Label("accum_done")
+	VZEROUPPER()
+	RET()
+}
+
+// adamwScalars are the scalar parameters of adamwAVX2, in AdamW's field
+// order.
+var adamwScalars = []string{"decay", "clip", "b1", "c1", "b2", "c2", "bc2Sqrt", "eps", "stepSize"}
+
+// genAdamW generates adamwAVX2, one AdamW step over n elements (n a
+// multiple of 8), one vector per trip: nine broadcast scalars and five
+// temporaries fill the sixteen YMM registers. The operations are those of
+// the Go fallback, in its order:
+//
+//	w = w*decay; gj = g*clip
+//	m = b1*m + c1*gj; v = b2*v + (c2*gj)*gj
+//	w = w - (stepSize*m) / (sqrt(v)/bc2Sqrt + eps)
+func genAdamW() {
+	TEXT("adamwAVX2", NOSPLIT, "func(w, grad, m, v *float32, n int, decay, clip, b1, c1, b2, c2, bc2Sqrt, eps, stepSize float32)")
+	Pragma("noescape")
+	Doc("adamwAVX2 applies one AdamW step to w, grad, m, v[:n] (n a multiple of 8); see AdamW.Update.")
+	pw := Load(Param("w"), GP64())
+	pg := Load(Param("grad"), GP64()) // not "g": the Go assembler reads g as a register
+	pm := Load(Param("m"), GP64())
+	pv := Load(Param("v"), GP64())
+	n := Load(Param("n"), GP64())
+	sc := map[string]reg.VecVirtual{}
+	for _, name := range adamwScalars {
+		p, err := Param(name).Resolve()
+		if err != nil {
+			panic(err)
+		}
+		sc[name] = YMM()
+		VBROADCASTSS(p.Addr, sc[name])
+	}
+	SHLQ(Imm(2), n)
+	i := GP64()
+	XORQ(i, i)
+	w, g, m, v, t := YMM(), YMM(), YMM(), YMM(), YMM()
+	at := func(base reg.Register) Mem { return Mem{Base: base, Index: i, Scale: 1} }
+	TESTQ(n, n)
+	JZ(LabelRef("adamw_done"))
+	Label("adamw_loop")
+	VMOVUPS(at(pg), g)
+	VMULPS(sc["clip"], g, g) // gj = g*clip
+	VMOVUPS(at(pm), m)
+	VMULPS(sc["b1"], m, m) // b1*m
+	VMULPS(sc["c1"], g, t) // c1*gj
+	VADDPS(t, m, m)        // m = b1*m + c1*gj
+	VMOVUPS(m, at(pm))
+	VMOVUPS(at(pv), v)
+	VMULPS(sc["b2"], v, v) // b2*v
+	VMULPS(sc["c2"], g, t) // c2*gj
+	VMULPS(g, t, t)        // (c2*gj)*gj
+	VADDPS(t, v, v)        // v = b2*v + (c2*gj)*gj
+	VMOVUPS(v, at(pv))
+	VSQRTPS(v, t)               // sqrt(v)
+	VDIVPS(sc["bc2Sqrt"], t, t) // sqrt(v)/bc2Sqrt
+	VADDPS(sc["eps"], t, t)     // denom
+	VMULPS(sc["stepSize"], m, m)
+	VDIVPS(t, m, m) // (stepSize*m)/denom
+	VMOVUPS(at(pw), w)
+	VMULPS(sc["decay"], w, w) // w*decay
+	VSUBPS(m, w, w)           // w - (stepSize*m)/denom
+	VMOVUPS(w, at(pw))
+	ADDQ(U32(vecBytes), i)
+	CMPQ(i, n)
+	JB(LabelRef("adamw_loop"))
+	Label("adamw_done")
+	VZEROUPPER()
+	RET()
+}

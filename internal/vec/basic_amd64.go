@@ -1,0 +1,68 @@
+//go:build amd64 && !purego
+
+package vec
+
+import "golang.org/x/sys/cpu"
+
+//go:generate go run -C asm/basic . -out ../../basic_amd64.s -stubs ../../basic_amd64_stubs.go -pkg vec
+
+// basicAVX2 reports whether the basic ops run their AVX2 kernels. x/sys/cpu
+// reports AVX2 only when the OS saves the YMM registers. (The kernels use
+// AVX instructions only; AVX2 is the baseline the package's kernels share.)
+// Tests clear it to run the public API on the fallbacks.
+var basicAVX2 = cpu.X86.HasAVX2
+
+// basicSplit is the number of leading elements of an n-element op the
+// kernel handles (a multiple of group, or 0 without the kernels); the
+// fallback does the rest.
+func basicSplit(n, group int) int {
+	if !basicAVX2 {
+		return 0
+	}
+	return n - n%group
+}
+
+// add runs addAVX2 over the whole vectors and addGo over the rest.
+func add(dst, a, b []float32) {
+	n := basicSplit(len(dst), 8)
+	if n > 0 {
+		addAVX2(&dst[0], &a[0], &b[0], n)
+	}
+	addGo(dst[n:], a[n:], b[n:])
+}
+
+// addRow runs addRowAVX2 over the whole vectors of every row and addGo
+// over each row's remaining columns.
+func addRow(dst, x, b []float32) {
+	cols := len(b)
+	if !basicAVX2 || cols < 8 {
+		addRowGo(dst, x, b)
+		return
+	}
+	n := cols &^ 7
+	addRowAVX2(&dst[0], &x[0], &b[0], len(dst)/cols, n, cols)
+	if n == cols {
+		return
+	}
+	for r := 0; r < len(dst); r += cols {
+		addGo(dst[r+n:r+cols], x[r+n:r+cols], b[n:])
+	}
+}
+
+// accumF64 runs accumF64AVX2 over groups of 4 and accumF64Go over the rest.
+func accumF64(acc []float64, x []float32) {
+	n := basicSplit(len(acc), 4)
+	if n > 0 {
+		accumF64AVX2(&acc[0], &x[0], n)
+	}
+	accumF64Go(acc[n:], x[n:])
+}
+
+// adamw runs adamwAVX2 over the whole vectors and adamwGo over the rest.
+func adamw(s *AdamW, w, g, m, v []float32) {
+	n := basicSplit(len(w), 8)
+	if n > 0 {
+		adamwAVX2(&w[0], &g[0], &m[0], &v[0], n, s.Decay, s.Clip, s.B1, s.C1, s.B2, s.C2, s.Bc2Sqrt, s.Eps, s.StepSize)
+	}
+	adamwGo(s, w[n:], g[n:], m[n:], v[n:])
+}

@@ -1,0 +1,14 @@
+//go:build !amd64 || purego
+
+package vec
+
+// basicAVX2 is false: this build has no assembly kernels.
+var basicAVX2 = false
+
+func add(dst, a, b []float32) { addGo(dst, a, b) }
+
+func addRow(dst, x, b []float32) { addRowGo(dst, x, b) }
+
+func accumF64(acc []float64, x []float32) { accumF64Go(acc, x) }
+
+func adamw(s *AdamW, w, g, m, v []float32) { adamwGo(s, w, g, m, v) }

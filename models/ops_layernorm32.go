@@ -1,0 +1,62 @@
+package models
+
+import (
+	"math"
+
+	"gptlab/internal/vec"
+)
+
+// The float32 LayerNorm kernels: the float64 reference loops of
+// ops_layernorm.go (lnForward, lnBackwardX, lnBackwardW) with each row's
+// sums and elementwise passes in vec's vector loops. The statistics are
+// still accumulated in float64; only the order of the sums differs from
+// the reference.
+
+// lnStats is the mean and 1/sqrt(var+eps) of a row of n values from Σx and
+// Σx² (see rowStats).
+func lnStats(s, ss float64, n int) (mean, rstd float64) {
+	mean = s / float64(n)
+	return mean, 1 / math.Sqrt(max(ss/float64(n)-mean*mean, 0)+lnEps)
+}
+
+// lnForward32 normalises the rows of x (N, C) into y (which may be x).
+func lnForward32(y, x, w, b []float32) {
+	C := len(w)
+	for r := 0; r+C <= len(x); r += C {
+		xr := x[r : r+C]
+		s, ss := vec.Moments(xr) // (C)
+		mean, rstd := lnStats(s, ss, C)
+		vec.LNRow(y[r:r+C], xr, w, b, mean, rstd)
+	}
+}
+
+// lnBackwardX32 writes dx (N, C) (which may be x or dy) row by row.
+func lnBackwardX32(dx, x, w, dy []float32) {
+	C := len(w)
+	n := float64(C)
+	for r := 0; r+C <= len(x); r += C {
+		xr, dyr := x[r:r+C], dy[r:r+C] // (C)
+		sx, sxx, sg, sgx := vec.LNGradSums(xr, w, dyr)
+		mean, rstd := lnStats(sx, sxx, C)
+		sgx = rstd * (sgx - mean*sg) / n // mean of g·xhat
+		sg /= n
+		vec.LNGradXRow(dx[r:r+C], xr, w, dyr, mean, rstd, sg, sgx)
+	}
+}
+
+// lnBackwardW32 sums dy*xhat over the rows of (N, C), in row order, in
+// acc (C), and rounds the sums into dw (C).
+func lnBackwardW32(dw, x, dy []float32, acc []float64) {
+	C := len(dw)
+	acc = acc[:C]
+	clear(acc)
+	for r := 0; r+C <= len(x); r += C {
+		xr := x[r : r+C]
+		s, ss := vec.Moments(xr)
+		mean, rstd := lnStats(s, ss, C)
+		vec.LNGradWAccum(acc, xr, dy[r:r+C], mean, rstd)
+	}
+	for c, v := range acc {
+		dw[c] = float32(v)
+	}
+}
