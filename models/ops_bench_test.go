@@ -110,34 +110,3 @@ func BenchmarkOps(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkGELUSerial times the float32 GELU loops on one goroutine, per
-// element (baby's MLP activation: 768 rows of 512).
-func BenchmarkGELUSerial(b *testing.B) {
-	x := benchData(768 * 512)
-	y, dx := make([]float32, len(x)), make([]float32, len(x))
-	geluForward32(y, x)
-	b.Run("forward", func(b *testing.B) {
-		for b.Loop() {
-			geluForward32(y, x)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/elem")
-	})
-	b.Run("backward", func(b *testing.B) {
-		for b.Loop() {
-			geluBackward32(dx, x, x)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/elem")
-	})
-	b.Run("reference-erf", func(b *testing.B) {
-		x64 := make([]float64, len(x))
-		for i, v := range x {
-			x64[i] = float64(v)
-		}
-		y64 := make([]float64, len(x))
-		for b.Loop() {
-			geluForward(y64, x64)
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/elem")
-	})
-}

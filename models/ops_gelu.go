@@ -10,14 +10,16 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/vec"
 	"gptlab/planner/arena"
 )
 
 // GELU is the exact GELU, x*Φ(x) = 0.5*x*(1+erf(x/√2)), as torch's
 // F.gelu with approximate="none"; elementwise, any shape. Its gradient is
 // GELUGrad(x, y, dy) = dy*(Φ(x) + x*φ(x)), which reads Φ(x) = y/x off the
-// forward output y in float64 (the float32 kernel evaluates GELU' from a
-// table instead).
+// forward output y in float64. The float32 kernels are vec.GELU and
+// vec.GELUGrad (a vectorised erfc, within 4 ulp; the gradient does not
+// read y).
 func GELU(x *G.Node) (*G.Node, error) { return G.ApplyOp(geluOp{}, x) }
 
 type geluOp struct {
@@ -104,12 +106,12 @@ func (op geluOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		dy := in[2].F32 // in[1], the forward output, is not needed
 		return par.New(rows, 4*geluGrain, func(lo, hi int) {
 			lo, hi = lo*geluGrain, min(hi*geluGrain, n)
-			geluBackward32(y[lo:hi], x[lo:hi], dy[lo:hi])
+			vec.GELUGrad(y[lo:hi], x[lo:hi], dy[lo:hi])
 		}).Run, nil
 	}
 	return par.New(rows, 4*geluGrain, func(lo, hi int) {
 		lo, hi = lo*geluGrain, min(hi*geluGrain, n)
-		geluForward32(y[lo:hi], x[lo:hi])
+		vec.GELU(y[lo:hi], x[lo:hi])
 	}).Run, nil
 }
 func (op geluOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
@@ -133,8 +135,7 @@ func (op geluOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{dx}, err
 }
 
-// geluForward is the float64 reference kernel (math.Erf); geluForward32
-// is the float32 one.
+// geluForward is the float64 reference kernel (math.Erf).
 func geluForward[F float](y, x []F) {
 	for i, v := range x {
 		f := float64(v)
@@ -145,8 +146,8 @@ func geluForward[F float](y, x []F) {
 // invSqrt2Pi is 1/√(2π), the normal density's constant.
 const invSqrt2Pi = 0.3989422804014327
 
-// geluBackward is the float64 reference of geluBackward32, with math.Erfc
-// and math.Exp.
+// geluBackward is the float64 reference kernel of the gradient, with
+// math.Erfc and math.Exp.
 func geluBackward(dx, x, y, dy []float64) {
 	for i, f := range x {
 		var cdf float64
@@ -156,45 +157,5 @@ func geluBackward(dx, x, y, dy []float64) {
 			cdf = 0.5 * math.Erfc(-f/math.Sqrt2)
 		}
 		dx[i] = dy[i] * (cdf + f*math.Exp(-0.5*f*f)*invSqrt2Pi)
-	}
-}
-
-// geluBackward32 is dx = dy*GELU'(x), GELU'(x) = Φ(x) + x*φ(x) from
-// slopeTable for |x| <= 4, else from normCDF and expFast; it does
-// not read the forward output. dx may be any input.
-func geluBackward32(dx, x, dy []float32) {
-	dy, dx = dy[:len(x)], dx[:len(x)]
-	for i, v := range x {
-		f := float64(v)
-		var slope float64
-		u := (f - tableMin) * tablePer
-		uf := u + roundMagic
-		if k := int64(math.Float64bits(uf) - roundMagicBits); uint64(k) < tableLen {
-			slope = slopeTable[k].at(u - (uf - roundMagic))
-		} else { // |x| > 4, NaN
-			slope = normCDF(f) + f*expFast(-0.5*f*f)*invSqrt2Pi
-		}
-		dx[i] = float32(float64(dy[i]) * slope)
-	}
-}
-
-// geluForward32 is x·Φ(x) with Φ from phiTable for |x| <= 4, else
-// from normCDF: accurate to float32 rounding, also relative to y in the
-// lower tail. (PyTorch's CPU kernel uses float32 and an erf polynomial of
-// absolute error about 1e-7; the two agree far inside the 1e-4 parity
-// tolerance.) y may be x.
-func geluForward32(y, x []float32) {
-	y = y[:len(x)]
-	for i, v := range x {
-		f := float64(v)
-		var cdf float64
-		u := (f - tableMin) * tablePer
-		uf := u + roundMagic
-		if k := int64(math.Float64bits(uf) - roundMagicBits); uint64(k) < tableLen {
-			cdf = phiTable[k].at(u - (uf - roundMagic))
-		} else { // |x| > 4, NaN
-			cdf = normCDF(f)
-		}
-		y[i] = float32(f * cdf)
 	}
 }

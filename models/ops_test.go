@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"gptlab/internal/vec"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -305,8 +306,8 @@ func TestUsePreallocDo(t *testing.T) {
 	}
 }
 
-// The float32 kernels (expFast, math.Erfc) agree with the float64
-// reference kernels (math.Exp, math.Erf) to float32 precision.
+// The float32 kernels (vec.GELU, vec.GELUGrad, expFast) agree with the
+// float64 reference kernels (math.Erf, math.Exp) to float32 precision.
 func TestFastKernelsMatchReference(t *testing.T) {
 	x := make([]float32, 0, 4001)
 	for i := -2000; i <= 2000; i++ {
@@ -318,75 +319,18 @@ func TestFastKernelsMatchReference(t *testing.T) {
 	}
 	ref, fast := make([]float32, len(x)), make([]float32, len(x))
 	geluForward(ref, x)
-	geluForward32(fast, x)
+	vec.GELU(fast, x)
 	if d := maxAbsDiff(ref, fast); d > 1e-6 {
 		t.Errorf("GELU float32 kernel differs from math.Erf by %g", d)
 	}
-	// reference: Φ from math.Erfc, math.Exp; fast: Φ = y/x from the float32
-	// forward output, expFast.
 	for i, v := range x {
 		f := float64(v)
 		ref[i] = float32(float64(dy[i]) * (0.5*math.Erfc(-f/math.Sqrt2) + f*math.Exp(-0.5*f*f)*invSqrt2Pi))
 	}
-	geluBackward32(fast, x, dy)
+	vec.GELUGrad(fast, x, dy)
 	if d := maxAbsDiff(ref, fast); d > 1e-6 {
 		t.Errorf("GELU gradient float32 kernel differs from math.Erf by %g", d)
 	}
-	// normCDF (the tails' Φ) relative to itself, to a fraction of a
-	// float32 ulp (6e-8), in the lower tail too.
-	worst := 0.0
-	for x := -13.0; x <= 14; x += 1e-3 {
-		want := 0.5 * math.Erfc(-x/math.Sqrt2)
-		worst = max(worst, math.Abs(normCDF(x)-want)/want)
-	}
-	if worst > 1e-8 {
-		t.Errorf("normCDF: worst relative error %.3g, want < 1e-8", worst)
-	}
-	// the tables themselves, in float64, where they are used.
-	worstPhi, worstSlope := 0.0, 0.0
-	for x := -4.0; x <= 4; x += 1e-4 {
-		cdf := 0.5 * math.Erfc(-x/math.Sqrt2)
-		p, ok := tableAt(&phiTable, x)
-		d, _ := tableAt(&slopeTable, x)
-		if !ok {
-			t.Fatalf("x = %v is not in the tables", x)
-		}
-		worstPhi = max(worstPhi, math.Abs(p-cdf)/cdf)
-		worstSlope = max(worstSlope, math.Abs(d-(cdf+x*math.Exp(-0.5*x*x)*invSqrt2Pi)))
-	}
-	if worstPhi > 1e-10 || worstSlope > 1e-12 {
-		t.Errorf("tables: Φ relative error %.3g (want < 1e-10), GELU' absolute error %.3g (want < 1e-12)", worstPhi, worstSlope)
-	}
-	if _, ok := tableAt(&phiTable, 4.1); ok {
-		t.Errorf("x = 4.1 is in the tables, want the tail path")
-	}
-	// the kernels on a fine grid: within one float32 ulp of the exact value.
-	xs := make([]float32, 0, 280001)
-	for i := -140000; i <= 140000; i++ {
-		xs = append(xs, float32(i)/10000)
-	}
-	ones := make([]float32, len(xs))
-	for i := range ones {
-		ones[i] = 1
-	}
-	y, d := make([]float32, len(xs)), make([]float32, len(xs))
-	geluForward32(y, xs)
-	geluBackward32(d, xs, ones)
-	worstY, worstD := 0.0, 0.0
-	for i, v := range xs {
-		f := float64(v)
-		cdf := 0.5 * math.Erfc(-f/math.Sqrt2)
-		if want := f * cdf; math.Abs(want) > 1e-37 {
-			worstY = max(worstY, math.Abs(float64(y[i])-want)/ulp32(want))
-		}
-		want := cdf + f*math.Exp(-0.5*f*f)*invSqrt2Pi
-		worstD = max(worstD, math.Abs(float64(d[i])-want)/ulp32(want))
-	}
-	if worstY > 1 || worstD > 1 {
-		t.Errorf("GELU kernels: worst error %.3g ulp forward, %.3g ulp gradient; want <= 1", worstY, worstD)
-	}
-	t.Logf("worst error: normCDF %.3g relative, tables %.3g relative (Φ) and %.3g absolute (GELU'); kernels %.3g ulp (GELU), %.3g ulp (GELU')",
-		worst, worstPhi, worstSlope, worstY, worstD)
 	for _, v := range []float64{-1000, -700, -100, -87, -20, -1, -1e-3, 0, 1e-3, 0.5, 1, 10, 80} {
 		want := math.Exp(v)
 		if got := expFast(v); math.Abs(got-want) > 1e-7*want+1e-37 {
@@ -399,15 +343,4 @@ func TestFastKernelsMatchReference(t *testing.T) {
 func ulp32(v float64) float64 {
 	f := float32(math.Abs(v))
 	return float64(math.Nextafter32(f, float32(math.Inf(1))) - f)
-}
-
-// tableAt looks x up in t as the GELU kernels do; false outside the table.
-func tableAt(t *xTable, x float64) (float64, bool) {
-	u := (x - tableMin) * tablePer
-	uf := u + roundMagic
-	k := int64(math.Float64bits(uf) - roundMagicBits)
-	if uint64(k) >= tableLen {
-		return 0, false
-	}
-	return t[k].at(u - (uf - roundMagic)), true
 }
