@@ -164,13 +164,21 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("ColSum: output %v, want %v", out.Shape, s)
 	}
 	y, x, acc := out.F32, in[0].F32, make([]float64, s[0])
-	// Split over columns: each column is summed over every row in order,
-	// whoever computes it, so the split does not change the result.
-	return par.New(s[0], len(x)/s[0], func(lo, hi int) { colSumRange(y, x, acc, lo, hi) }).Run, nil
+	// Split over blocks of colSumGrain columns: each column is summed over
+	// every row in order, whoever computes it, so the split does not change
+	// the result. (Narrower blocks would make each row's vector loop too
+	// short to pay for its call.)
+	C, N := s[0], len(x)/s[0]
+	return par.New((C+colSumGrain-1)/colSumGrain, colSumGrain*N, func(lo, hi int) {
+		colSumRange(y, x, acc, lo*colSumGrain, min(hi*colSumGrain, C))
+	}).Run, nil
 }
 func (colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
 func (op colSumOp) Hashcode() uint32   { return hashOf(op) }
 func (colSumOp) String() string        { return "ColSum" }
+
+// colSumGrain is the columns of one block of ColSum's split.
+const colSumGrain = 64
 
 // colSum64 sums the rows of x into y, rows in order: the float64
 // reference of colSumRange.
