@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/vec"
 	"gptlab/planner/arena"
 )
 
@@ -164,25 +165,18 @@ func causalSoftmaxForward(y, s []float64, T, first int, scale float64) {
 	}
 }
 
-// causalSoftmaxForward32 is causalSoftmaxForward on float32 with expFast,
-// in float64 within a row; masked entries are never read. y may be s.
+// causalSoftmaxForward32 is causalSoftmaxForward on float32 with vec's
+// vector exp (each argument scale·s - max rounded once, the row's sum in
+// float64); masked entries are never read. y may be s.
 func causalSoftmaxForward32(y, s []float32, T, first int, scale float64) {
+	sc := float32(scale)
 	for r := 0; r+T <= len(s); r += T {
 		i := (first + r/T) % T // query position of this row
 		sr := s[r : r+i+1]
 		yr := y[r : r+T]
-		m := scale * float64(max4(sr)) // the row's largest scale*s, as scale > 0
 		yi := yr[:len(sr)]
-		var sum float64
-		for j, v := range sr {
-			e := expFast(scale*float64(v) - m)
-			sum += e
-			yi[j] = float32(e)
-		}
-		inv := 1 / sum
-		for j, v := range yi {
-			yi[j] = float32(float64(v) * inv)
-		}
+		sum := vec.ExpSum(yi, sr, sc, sc*vec.Max(sr)) // the row's largest scale*s, as scale > 0
+		vec.Scale(yi, yi, float32(1/sum))
 		clear(yr[len(sr):])
 	}
 }

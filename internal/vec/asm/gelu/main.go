@@ -27,6 +27,8 @@ import (
 	"os"
 	"regexp"
 
+	"gptlab/internal/vec/asm/internal/vexp"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -262,17 +264,9 @@ func genTail(c *constTable, x perChain) tail {
 	wlo := newV()
 	e(VMOVAPS, whi, wlo)
 	e(VFMSUB231PS, a, ma, wlo) // wlo = ma·a - whi
-	f := newV()
-	e(VMOVUPS, c.at("magic"), f)
-	e(VFMADD231PS, c.at("log2e"), whi, f) // f = whi·log2e + magic: n in the low bits
-	nf := ma                              // ma is not needed further
-	e(VSUBPS, c.at("magic"), f, nf)
-	e(VFMADD231PS, c.at("negLn2Hi"), nf, whi) // r1 = whi - nf·ln2Hi, exact
-	e(VFMADD231PS, c.at("negLn2Lo"), nf, wlo) // wlo - nf·ln2Lo
-	r := whi
-	e(VADDPS, wlo, whi, r)
-	g.pm1 = c.poly("e", 1, len(geluExp), r) // e1 + r·(e2 + ...)
-	e(VMULPS, r, g.pm1, g.pm1)              // pm1 = exp(r) - 1
+	// f holds n = round(whi·log2e); r = whi - n·ln2 + wlo; ma is scratch.
+	f, r := vexp.Reduce(c.at, whi, wlo, ma)
+	g.pm1 = vexp.Expm1(c.at, r) // pm1 = exp(r) - 1
 
 	// m = pm1 + cG + pm1·cG.
 	g.m = newV()
@@ -280,9 +274,8 @@ func genTail(c *constTable, x perChain) tail {
 	e(VFMADD231PS, cG, g.pm1, g.m)
 
 	// scale = 2^n: (bits(f) << 23) + 127<<23 (bits(magic) << 23 wraps to 0).
+	vexp.Pow2(c.at, f)
 	g.scale = f
-	e(VPSLLD, Imm(23), f, g.scale)
-	e(VPADDD, c.at("expBias"), g.scale, g.scale)
 	return g
 }
 

@@ -1,0 +1,329 @@
+// Command softmax generates the AVX2+FMA kernels of package vec's
+// softmax and cross-entropy row primitives (ExpSum, Max, Scale, Dot) with
+// avo (github.com/mmcloughlin/avo). `go generate` in internal/vec runs it:
+//
+//	go run -C asm/softmax . -out ../../softmax_amd64.s -stubs ../../softmax_amd64_stubs.go -pkg vec
+//
+// The kernels handle whole vectors of 8 (n a multiple of 8); the Go side
+// pads the last partial vector on the stack. The exp is package vexp's,
+// shared with the GELU kernels; internal/vec/softmax.go holds the same
+// algorithm in Go. Float parameters are broadcast straight from their
+// stack slots (a legacy-SSE load before the AVX code costs a transition
+// penalty on Zen 3), every kernel ends with VZEROUPPER, and the generator
+// fails if avo allocated a register that only AVX-512 has.
+package main
+
+import (
+	"flag"
+	"log"
+	"math"
+	"os"
+	"regexp"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+
+	"gptlab/internal/vec/asm/internal/vexp"
+)
+
+// The clamp of ExpSum's argument w, as in internal/vec/softmax.go: w <
+// expLo gives exactly 0 (n = -127), w > expHi gives +Inf (2^n would need
+// n = 128).
+const (
+	expLo = -88.0
+	expHi = 88.37
+)
+
+const (
+	constSymbol = "softmaxconst"
+	vecBytes    = 32
+)
+
+func main() {
+	flag.Parse()
+	ConstraintExpr("amd64,!purego")
+	c := newConstTable()
+	genExpSum(c)
+	genMax()
+	genScale()
+	genDot()
+	c.emit()
+	Generate()
+	checkAVX2Registers()
+}
+
+// checkAVX2Registers fails if avo allocated a register that needs AVX-512.
+func checkAVX2Registers() {
+	out := flag.Lookup("out").Value.String()
+	src, err := os.ReadFile(out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if m := avx512Register.Find(src); m != nil {
+		log.Fatalf("%s uses %s, an AVX-512 register: lower the register pressure", out, m)
+	}
+}
+
+// avx512Register matches the registers that only AVX-512 has.
+var avx512Register = regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[0-7])\b`)
+
+// constTable lays out the constants in one read-only symbol, each as a
+// whole vector (8 copies).
+type constTable struct {
+	bits  []uint32
+	index map[string]int
+	mem   Mem
+}
+
+func newConstTable() *constTable {
+	c := &constTable{index: map[string]int{}}
+	for _, k := range vexp.Constants() {
+		c.add(k.Name, k.Bits)
+	}
+	c.add("lo", math.Float32bits(expLo))
+	c.add("hi", math.Float32bits(expHi))
+	c.add("inf", math.Float32bits(float32(math.Inf(1))))
+	c.mem = GLOBL(constSymbol, RODATA|NOPTR)
+	return c
+}
+
+func (c *constTable) add(name string, bits uint32) {
+	c.index[name] = len(c.bits)
+	c.bits = append(c.bits, bits)
+}
+
+// at addresses the vector of constant name.
+func (c *constTable) at(name string) Mem {
+	i, ok := c.index[name]
+	if !ok {
+		panic("no constant " + name)
+	}
+	return c.mem.Offset(i * vecBytes)
+}
+
+// emit writes the DATA of the symbol.
+func (c *constTable) emit() {
+	for i, b := range c.bits {
+		for l := 0; l < 8; l++ {
+			DATA(i*vecBytes+4*l, U32(b))
+		}
+	}
+}
+
+// broadcast loads the float32 parameter name into all 8 lanes of a YMM
+// straight from memory (no legacy-SSE load).
+func broadcast(name string) reg.VecVirtual {
+	p, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	y := YMM()
+	VBROADCASTSS(p.Addr, y)
+	return y
+}
+
+// vectorLoop emits a loop over the n>>3 vectors (n a multiple of 8) that
+// runs body, then advances each of ptrs by one vector.
+func vectorLoop(name string, n reg.Register, body func(), ptrs ...reg.Register) {
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "done"))
+	Label(name + "loop")
+	body()
+	for _, p := range ptrs {
+		ADDQ(U32(vecBytes), p)
+	}
+	DECQ(n)
+	JNZ(LabelRef(name + "loop"))
+	Label(name + "done")
+}
+
+// addWide adds the 8 float32 of v, widened to float64, to the accumulators
+// a[0] (lanes 0-3) and a[1] (lanes 4-7).
+func addWide(v reg.VecVirtual, a [2]reg.VecVirtual) {
+	lo, hi := YMM(), YMM()
+	VCVTPS2PD(v.AsX(), lo)
+	VEXTRACTF128(Imm(1), v, hi.AsX())
+	VCVTPS2PD(hi.AsX(), hi)
+	VADDPD(lo, a[0], a[0])
+	VADDPD(hi, a[1], a[1])
+}
+
+// loadAcc loads the 8 float64 lanes at acc; storeAcc stores them back.
+func loadAcc(acc reg.Register) [2]reg.VecVirtual {
+	a := [2]reg.VecVirtual{YMM(), YMM()}
+	VMOVUPD(Mem{Base: acc}, a[0])
+	VMOVUPD(Mem{Base: acc, Disp: vecBytes}, a[1])
+	return a
+}
+
+func storeAcc(acc reg.Register, a [2]reg.VecVirtual) {
+	VMOVUPD(a[0], Mem{Base: acc})
+	VMOVUPD(a[1], Mem{Base: acc, Disp: vecBytes})
+}
+
+// genExpSum generates expSumAVX2.
+func genExpSum(c *constTable) {
+	TEXT("expSumAVX2", NOSPLIT, "func(y, x *float32, n int, scale, shift float32, acc *float64, tail *float32)")
+	Pragma("noescape")
+	Doc("expSumAVX2 sets y[j] = exp(fma(x[j], scale, -shift)) and adds float64(y[j]) to acc[j%8], for j < n (n a multiple of 8);",
+		"then, if tail is not nil, it sets tail[l] = exp(fma(tail[l], scale, -shift)) for l < 8 (and adds nothing).")
+	y := Load(Param("y"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	acc := Load(Param("acc"), GP64())
+	scale, shift := broadcast("scale"), broadcast("shift")
+	lo, hi := YMM(), YMM()
+	VMOVUPS(c.at("lo"), lo)
+	VMOVUPS(c.at("hi"), hi)
+	a := loadAcc(acc)
+	body := func(in, out Mem, accumulate bool) {
+		w := YMM()
+		VMOVAPS(shift, w)
+		VFMSUB231PS(in, scale, w) // w = x·scale - shift, rounded once
+		big := YMM()
+		VCMPPS(Imm(0x1e), hi, w, big) // GT_OQ: w > hi
+		// Clamp to [lo, hi]; w is the operand returned on NaN.
+		VMINPS(w, hi, w)
+		VMAXPS(w, lo, w)
+		scratch := YMM()
+		f, r := vexp.Reduce(c.at, []reg.VecVirtual{w}, nil, []reg.VecVirtual{scratch})
+		pm1 := vexp.Expm1(c.at, r)
+		vexp.Pow2(c.at, f)
+		VFMADD213PS(f[0], f[0], pm1[0]) // e = pm1·2^n + 2^n
+		VBLENDVPS(big, c.at("inf"), pm1[0], pm1[0])
+		VMOVUPS(pm1[0], out)
+		if accumulate {
+			addWide(pm1[0], a)
+		}
+	}
+	vectorLoop("exp", n, func() { body(Mem{Base: x}, Mem{Base: y}, true) }, x, y)
+	storeAcc(acc, a)
+	tail := Load(Param("tail"), GP64())
+	TESTQ(tail, tail)
+	JZ(LabelRef("exptaildone"))
+	body(Mem{Base: tail}, Mem{Base: tail}, false)
+	Label("exptaildone")
+	VZEROUPPER()
+	RET()
+}
+
+// genMax generates maxAVX2.
+func genMax() {
+	TEXT("maxAVX2", NOSPLIT, "func(x *float32, n int, m *float32)")
+	Pragma("noescape")
+	Doc("maxAVX2 sets m[l] = (m[l] > x[j]) ? m[l] : x[j] for j < n (n a multiple of 8), l = j%8, in order, and m[l] = NaN (all bits set) if any x[j] of lane l is NaN.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	mp := Load(Param("m"), GP64())
+	m, nan := YMM(), YMM()
+	VMOVUPS(Mem{Base: mp}, m)
+	VXORPS(nan, nan, nan)
+	vectorLoop("max", n, func() {
+		v, u := YMM(), YMM()
+		VMOVUPS(Mem{Base: x}, v)
+		VCMPPS(Imm(3), v, v, u) // UNORD_Q: v is NaN
+		VORPS(u, nan, nan)
+		VMAXPS(v, m, m) // m = m > v ? m : v
+	}, x)
+	VORPS(nan, m, m)
+	VMOVUPS(m, Mem{Base: mp})
+	VZEROUPPER()
+	RET()
+}
+
+// genScale generates scaleAVX2.
+func genScale() {
+	TEXT("scaleAVX2", NOSPLIT, "func(y, x *float32, n int, a float32)")
+	Pragma("noescape")
+	Doc("scaleAVX2 sets y[j] = x[j]·a for j < n (n a multiple of 8).")
+	y := Load(Param("y"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	a := broadcast("a")
+	vectorLoop("scale", n, func() {
+		v := YMM()
+		VMULPS(Mem{Base: x}, a, v)
+		VMOVUPS(v, Mem{Base: y})
+	}, x, y)
+	VZEROUPPER()
+	RET()
+}
+
+// genDot generates dotAVX2: four vectors per trip into four sets of
+// accumulators, so that for short rows the chains of additions, not the
+// conversions, are short.
+func genDot() {
+	TEXT("dotAVX2", NOSPLIT, "func(a, b *float32, n int, ta, tb *float32) float64")
+	Pragma("noescape")
+	Doc("dotAVX2 returns Σ float64(a[j])·float64(b[j]) (each product exact) for j < n (n a multiple of 8), and",
+		"the 8 of ta and tb if ta is not nil, in the order of vec.Dot (dotLane).")
+	ap := Load(Param("a"), GP64())
+	bp := Load(Param("b"), GP64())
+	n := Load(Param("n"), GP64())
+	var s [8]reg.VecVirtual
+	for k := range s {
+		s[k] = YMM()
+		VXORPD(s[k], s[k], s[k])
+	}
+	// vector adds the products of the vector at a+off, b+off to set.
+	vector := func(a, b reg.Register, off, set int) {
+		for k := range 2 {
+			u, v := YMM(), YMM()
+			VCVTPS2PD(Mem{Base: a, Disp: off + 16*k}, u)
+			VCVTPS2PD(Mem{Base: b, Disp: off + 16*k}, v)
+			VMULPD(v, u, u)
+			VADDPD(u, s[2*set+k], s[2*set+k])
+		}
+	}
+	SHRQ(Imm(3), n) // vectors
+	trips := GP64()
+	MOVQ(n, trips)
+	SHRQ(Imm(2), trips)
+	JZ(LabelRef("dotrest"))
+	Label("dotloop")
+	for set := range 4 {
+		vector(ap, bp, set*vecBytes, set)
+	}
+	ADDQ(U32(4*vecBytes), ap)
+	ADDQ(U32(4*vecBytes), bp)
+	DECQ(trips)
+	JNZ(LabelRef("dotloop"))
+	Label("dotrest")
+	ANDQ(U32(3), n)
+	JZ(LabelRef("dottail"))
+	Label("dotrestloop")
+	vector(ap, bp, 0, 0)
+	ADDQ(U32(vecBytes), ap)
+	ADDQ(U32(vecBytes), bp)
+	DECQ(n)
+	JNZ(LabelRef("dotrestloop"))
+	Label("dottail")
+	ta := Load(Param("ta"), GP64())
+	tb := Load(Param("tb"), GP64())
+	TESTQ(ta, ta)
+	JZ(LabelRef("dotdone"))
+	vector(ta, tb, 0, 0)
+	Label("dotdone")
+	// Lanes 0-3 and 4-7: (set 0 + set 1) + (set 2 + set 3).
+	for k := range 2 {
+		VADDPD(s[2+k], s[k], s[k])
+		VADDPD(s[6+k], s[4+k], s[4+k])
+		VADDPD(s[4+k], s[k], s[k])
+	}
+	// [l0+l1, l4+l5, l2+l3, l6+l7], then [(l0+l1)+(l2+l3), (l4+l5)+(l6+l7)].
+	VHADDPD(s[1], s[0], s[0])
+	hi := XMM()
+	VEXTRACTF128(Imm(1), s[0], hi)
+	VADDPD(hi, s[0].AsX(), hi)
+	sh := XMM()
+	VPERMILPD(Imm(1), hi, sh)
+	VADDSD(sh, hi, hi)
+	p, err := ReturnIndex(0).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	VMOVSD(hi, p.Addr)
+	VZEROUPPER()
+	RET()
+}
