@@ -2,9 +2,10 @@ package models
 
 import (
 	"fmt"
+	"math"
+
 	"gptlab/internal/par"
 	"gptlab/internal/vec"
-	"math"
 )
 
 // AdamWConfig holds the optimizer's hyperparameters; DefaultAdamW gives the

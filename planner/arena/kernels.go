@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"gonum.org/v1/gonum/blas"
-
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
 	"gptlab/internal/par"
 	"gptlab/internal/vec"
 )
