@@ -22,10 +22,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log"
-	"math"
-	"os"
-	"regexp"
 
 	"gptlab/internal/vec/asm/internal/vexp"
 
@@ -56,9 +52,6 @@ var (
 // constSymbol names the kernels' constants.
 const constSymbol = "geluconst"
 
-// vecBytes is the size of one YMM vector in bytes.
-const vecBytes = 32
-
 func main() {
 	fit := flag.Bool("fit", false, "refit the polynomials and print them instead of generating")
 	flag.Parse()
@@ -70,48 +63,22 @@ func main() {
 	consts := newConstTable()
 	genKernel(consts, false)
 	genKernel(consts, true)
-	consts.emit()
+	consts.Emit()
 	Generate()
-	checkAVX2Registers()
+	vexp.CheckAVX2Registers()
 }
 
-// checkAVX2Registers fails if avo allocated a register that needs AVX-512
-// (X16-X31, Y16-Y31, Z, K): its allocator knows 32 vector registers, and
-// the kernels must run on AVX2 machines.
-func checkAVX2Registers() {
-	out := flag.Lookup("out").Value.String()
-	src, err := os.ReadFile(out)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if m := avx512Register.Find(src); m != nil {
-		log.Fatalf("%s uses %s, an AVX-512 register: lower the register pressure", out, m)
-	}
-}
-
-// avx512Register matches the registers that only AVX-512 has.
-var avx512Register = regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[0-7])\b`)
-
-// constTable lays out the kernels' constants in one read-only symbol,
-// each as a whole vector (8 copies), so that instructions take them as
-// memory operands without a broadcast.
-type constTable struct {
-	names []string
-	bits  []uint32
-	index map[string]int
-	mem   Mem
-}
-
-func newConstTable() *constTable {
-	c := &constTable{index: map[string]int{}}
-	f := func(name string, v float32) { c.add(name, math.Float32bits(v)) }
+// newConstTable is the kernels' table of constants.
+func newConstTable() *vexp.ConstTable {
+	c := vexp.NewConstTable(constSymbol)
+	f := c.AddFloat
 	f("one", 1)
 	f("half", 0.5)
 	f("negHalf", -0.5)
 	f("clamp", geluClamp)
 	f("negClamp", -geluClamp)
-	c.add("absMask", 0x7fffffff)
-	c.add("expBias", 127<<23)
+	c.Add("absMask", 0x7fffffff)
+	c.Add("expBias", 127<<23)
 	f("k", geluK)
 	f("erfBoundS", erfBound*erfBound/2)
 	f("log2e", log2e)
@@ -131,32 +98,7 @@ func newConstTable() *constTable {
 	for j, v := range geluG {
 		f(fmt.Sprint("g", j), v)
 	}
-	c.mem = GLOBL(constSymbol, RODATA|NOPTR)
 	return c
-}
-
-func (c *constTable) add(name string, bits uint32) {
-	c.index[name] = len(c.names)
-	c.names = append(c.names, name)
-	c.bits = append(c.bits, bits)
-}
-
-// at addresses the vector of constant name.
-func (c *constTable) at(name string) Mem {
-	i, ok := c.index[name]
-	if !ok {
-		panic("no constant " + name)
-	}
-	return c.mem.Offset(i * vecBytes)
-}
-
-// emit writes the DATA of the symbol.
-func (c *constTable) emit() {
-	for i, b := range c.bits {
-		for l := 0; l < 8; l++ {
-			DATA(i*vecBytes+4*l, U32(b))
-		}
-	}
 }
 
 // V is one vector register per interleaved chain: the kernels run
@@ -208,12 +150,12 @@ func e(f func(...Op), ops ...any) {
 func vblendvps(ops ...Op) { VBLENDVPS(ops[0], ops[1], ops[2], ops[3]) }
 
 // poly evaluates c[first] + t·(c[first+1] + t·(... c[last])) by Horner's
-// rule into new registers, c[j] the constant named prefix+j.
-func (c *constTable) poly(prefix string, first, last int, t V) V {
+// rule into new registers, c[j] the constant of c named prefix+j.
+func poly(c *vexp.ConstTable, prefix string, first, last int, t V) V {
 	p := newV()
-	e(VMOVUPS, c.at(fmt.Sprint(prefix, last)), p)
+	e(VMOVUPS, c.At(fmt.Sprint(prefix, last)), p)
 	for j := last - 1; j >= first; j-- {
-		e(VFMADD213PS, c.at(fmt.Sprint(prefix, j)), t, p) // p = t·p + c[j]
+		e(VFMADD213PS, c.At(fmt.Sprint(prefix, j)), t, p) // p = t·p + c[j]
 	}
 	return p
 }
@@ -225,48 +167,48 @@ type tail struct {
 }
 
 // genTail computes the erfc-branch quantities of the vectors x.
-func genTail(c *constTable, x perChain) tail {
+func genTail(c *vexp.ConstTable, x perChain) tail {
 	var g tail
 	// xc = max(min(x, clamp), -clamp); x is the operand returned on NaN.
 	g.xu = newV()
-	e(VMOVUPS, c.at("clamp"), g.xu)
+	e(VMOVUPS, c.At("clamp"), g.xu)
 	e(VMINPS, x, g.xu, g.xu) // xu = min(x, clamp)
 	g.xc = newV()
-	e(VMOVUPS, c.at("negClamp"), g.xc)
+	e(VMOVUPS, c.At("negClamp"), g.xc)
 	e(VMAXPS, g.xu, g.xc, g.xc)
 	a := newV()
-	e(VANDPS, c.at("absMask"), g.xc, a)
+	e(VANDPS, c.At("absMask"), g.xc, a)
 
 	// t = 1/d, d = 1 + k·a; dlo = fma(a, k, 1-d) is the rounding error of
 	// d; corr = 1 - (d+dlo)·t to first order; cG = corr·G(t).
 	one := newV()
-	e(VMOVUPS, c.at("one"), one)
+	e(VMOVUPS, c.At("one"), one)
 	d := newV()
 	e(VMOVAPS, one, d)
-	e(VFMADD231PS, c.at("k"), a, d) // d = a·k + 1
+	e(VFMADD231PS, c.At("k"), a, d) // d = a·k + 1
 	g.t = newV()
 	e(VDIVPS, d, one, g.t)
 	dlo := newV()
 	e(VSUBPS, d, one, dlo)            // 1 - d
-	e(VFMADD231PS, c.at("k"), a, dlo) // dlo = a·k + (1-d)
+	e(VFMADD231PS, c.At("k"), a, dlo) // dlo = a·k + (1-d)
 	corr := one                       // one is not needed further
 	e(VFNMADD231PS, g.t, d, corr)     // eps = 1 - d·t
 	e(VFNMADD231PS, g.t, dlo, corr)   // corr = eps - dlo·t
-	cG := c.poly("g", 0, len(geluG)-1, g.t)
+	cG := poly(c, "g", 0, len(geluG)-1, g.t)
 	e(VMULPS, corr, cG, cG)
-	g.r = c.poly("r", 0, len(geluR)-1, g.t)
+	g.r = poly(c, "r", 0, len(geluR)-1, g.t)
 
 	// exp(whi + wlo), whi + wlo = -a²/2 exactly.
 	ma := newV()
-	e(VMULPS, c.at("negHalf"), a, ma)
+	e(VMULPS, c.At("negHalf"), a, ma)
 	whi := newV()
 	e(VMULPS, a, ma, whi)
 	wlo := newV()
 	e(VMOVAPS, whi, wlo)
 	e(VFMSUB231PS, a, ma, wlo) // wlo = ma·a - whi
 	// f holds n = round(whi·log2e); r = whi - n·ln2 + wlo; ma is scratch.
-	f, r := vexp.Reduce(c.at, whi, wlo, ma)
-	g.pm1 = vexp.Expm1(c.at, r) // pm1 = exp(r) - 1
+	f, r := vexp.Reduce(c.At, whi, wlo, ma)
+	g.pm1 = vexp.Expm1(c.At, r) // pm1 = exp(r) - 1
 
 	// m = pm1 + cG + pm1·cG.
 	g.m = newV()
@@ -274,7 +216,7 @@ func genTail(c *constTable, x perChain) tail {
 	e(VFMADD231PS, cG, g.pm1, g.m)
 
 	// scale = 2^n: (bits(f) << 23) + 127<<23 (bits(magic) << 23 wraps to 0).
-	vexp.Pow2(c.at, f)
+	vexp.Pow2(c.At, f)
 	g.scale = f
 	return g
 }
@@ -284,7 +226,7 @@ func genTail(c *constTable, x perChain) tail {
 const unroll = 2
 
 // genKernel generates geluAVX2 (grad false) or geluGradAVX2.
-func genKernel(c *constTable, grad bool) {
+func genKernel(c *vexp.ConstTable, grad bool) {
 	if grad {
 		TEXT("geluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, n int)")
 		Doc("geluGradAVX2 sets dx[i] = dy[i]·GELU'(x[i]) for i < n, n a multiple of 8.")
@@ -324,9 +266,9 @@ func genKernel(c *constTable, grad bool) {
 
 // genBody computes `chains` vectors from in (and dy) into out and advances
 // the pointers.
-func genBody(c *constTable, grad bool, in, out, dy reg.Register) {
+func genBody(c *vexp.ConstTable, grad bool, in, out, dy reg.Register) {
 	at := func(base reg.Register) perChain {
-		return func(i int) Op { return Mem{Base: base, Disp: i * vecBytes} }
+		return func(i int) Op { return Mem{Base: base, Disp: i * vexp.VecBytes} }
 	}
 	x := at(in)
 	g := genTail(c, x)
@@ -342,15 +284,15 @@ func genBody(c *constTable, grad bool, in, out, dy reg.Register) {
 		u := g.m
 		e(VFMADD213PS, q, q, u) // u = q·m + q
 		xa := g.xc
-		e(VANDPS, c.at("absMask"), xa, xa)
-		e(VMULPS, c.at("invSqrt2Pi"), xa, xa)
+		e(VANDPS, c.At("absMask"), xa, xa)
+		e(VMULPS, c.At("invSqrt2Pi"), xa, xa)
 		v := g.pm1
 		e(VFMADD213PS, xa, xa, v) // v = xa·pm1 + xa
 		d := u
 		e(VSUBPS, v, u, d)
 		e(VMULPS, g.scale, d, d)
 		phi := newV()
-		e(VMOVUPS, c.at("one"), phi)
+		e(VMOVUPS, c.At("one"), phi)
 		e(VSUBPS, d, phi, phi)
 		e(vblendvps, neg, d, phi, phi)
 		e(VMULPS, at(dy), phi, phi)
@@ -378,17 +320,17 @@ func genBody(c *constTable, grad bool, in, out, dy reg.Register) {
 		e(vblendvps, xr, p, ypos, y)
 		// s = x·x/2 < erfBound²/2: y = x/2 + s·Q(s).
 		hx := newV()
-		e(VMULPS, c.at("half"), xr, hx)
+		e(VMULPS, c.At("half"), xr, hx)
 		sv := xr
 		e(VMULPS, x, hx, sv)
-		q := c.poly("erf", 0, len(geluErf)-1, sv)
+		q := poly(c, "erf", 0, len(geluErf)-1, sv)
 		e(VFMADD213PS, hx, sv, q) // q = s·q + hx
 		small := hx
-		e(VCMPPS, Imm(0x11), c.at("erfBoundS"), sv, small) // LT_OQ: s < erfBound²/2
+		e(VCMPPS, Imm(0x11), c.At("erfBoundS"), sv, small) // LT_OQ: s < erfBound²/2
 		e(vblendvps, small, q, y, y)
 		e(VMOVUPS, y, at(out))
 	}
-	step := U32(chains * vecBytes)
+	step := U32(chains * vexp.VecBytes)
 	ADDQ(step, in)
 	ADDQ(step, out)
 	if grad {

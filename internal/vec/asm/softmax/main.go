@@ -15,10 +15,7 @@ package main
 
 import (
 	"flag"
-	"log"
 	"math"
-	"os"
-	"regexp"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -35,10 +32,8 @@ const (
 	expHi = 88.37
 )
 
-const (
-	constSymbol = "softmaxconst"
-	vecBytes    = 32
-)
+// constSymbol names the kernels' constants.
+const constSymbol = "softmaxconst"
 
 func main() {
 	flag.Parse()
@@ -48,67 +43,21 @@ func main() {
 	genMax()
 	genScale()
 	genDot()
-	c.emit()
+	c.Emit()
 	Generate()
-	checkAVX2Registers()
+	vexp.CheckAVX2Registers()
 }
 
-// checkAVX2Registers fails if avo allocated a register that needs AVX-512.
-func checkAVX2Registers() {
-	out := flag.Lookup("out").Value.String()
-	src, err := os.ReadFile(out)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if m := avx512Register.Find(src); m != nil {
-		log.Fatalf("%s uses %s, an AVX-512 register: lower the register pressure", out, m)
-	}
-}
-
-// avx512Register matches the registers that only AVX-512 has.
-var avx512Register = regexp.MustCompile(`\b([XY](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[0-7])\b`)
-
-// constTable lays out the constants in one read-only symbol, each as a
-// whole vector (8 copies).
-type constTable struct {
-	bits  []uint32
-	index map[string]int
-	mem   Mem
-}
-
-func newConstTable() *constTable {
-	c := &constTable{index: map[string]int{}}
+// newConstTable is the kernels' table of constants.
+func newConstTable() *vexp.ConstTable {
+	c := vexp.NewConstTable(constSymbol)
 	for _, k := range vexp.Constants() {
-		c.add(k.Name, k.Bits)
+		c.Add(k.Name, k.Bits)
 	}
-	c.add("lo", math.Float32bits(expLo))
-	c.add("hi", math.Float32bits(expHi))
-	c.add("inf", math.Float32bits(float32(math.Inf(1))))
-	c.mem = GLOBL(constSymbol, RODATA|NOPTR)
+	c.AddFloat("lo", expLo)
+	c.AddFloat("hi", expHi)
+	c.AddFloat("inf", float32(math.Inf(1)))
 	return c
-}
-
-func (c *constTable) add(name string, bits uint32) {
-	c.index[name] = len(c.bits)
-	c.bits = append(c.bits, bits)
-}
-
-// at addresses the vector of constant name.
-func (c *constTable) at(name string) Mem {
-	i, ok := c.index[name]
-	if !ok {
-		panic("no constant " + name)
-	}
-	return c.mem.Offset(i * vecBytes)
-}
-
-// emit writes the DATA of the symbol.
-func (c *constTable) emit() {
-	for i, b := range c.bits {
-		for l := 0; l < 8; l++ {
-			DATA(i*vecBytes+4*l, U32(b))
-		}
-	}
 }
 
 // broadcast loads the float32 parameter name into all 8 lanes of a YMM
@@ -131,7 +80,7 @@ func vectorLoop(name string, n reg.Register, body func(), ptrs ...reg.Register) 
 	Label(name + "loop")
 	body()
 	for _, p := range ptrs {
-		ADDQ(U32(vecBytes), p)
+		ADDQ(U32(vexp.VecBytes), p)
 	}
 	DECQ(n)
 	JNZ(LabelRef(name + "loop"))
@@ -153,17 +102,17 @@ func addWide(v reg.VecVirtual, a [2]reg.VecVirtual) {
 func loadAcc(acc reg.Register) [2]reg.VecVirtual {
 	a := [2]reg.VecVirtual{YMM(), YMM()}
 	VMOVUPD(Mem{Base: acc}, a[0])
-	VMOVUPD(Mem{Base: acc, Disp: vecBytes}, a[1])
+	VMOVUPD(Mem{Base: acc, Disp: vexp.VecBytes}, a[1])
 	return a
 }
 
 func storeAcc(acc reg.Register, a [2]reg.VecVirtual) {
 	VMOVUPD(a[0], Mem{Base: acc})
-	VMOVUPD(a[1], Mem{Base: acc, Disp: vecBytes})
+	VMOVUPD(a[1], Mem{Base: acc, Disp: vexp.VecBytes})
 }
 
 // genExpSum generates expSumAVX2.
-func genExpSum(c *constTable) {
+func genExpSum(c *vexp.ConstTable) {
 	TEXT("expSumAVX2", NOSPLIT, "func(y, x *float32, n int, scale, shift float32, acc *float64, tail *float32)")
 	Pragma("noescape")
 	Doc("expSumAVX2 sets y[j] = exp(fma(x[j], scale, -shift)) and adds float64(y[j]) to acc[j%8], for j < n (n a multiple of 8);",
@@ -174,8 +123,8 @@ func genExpSum(c *constTable) {
 	acc := Load(Param("acc"), GP64())
 	scale, shift := broadcast("scale"), broadcast("shift")
 	lo, hi := YMM(), YMM()
-	VMOVUPS(c.at("lo"), lo)
-	VMOVUPS(c.at("hi"), hi)
+	VMOVUPS(c.At("lo"), lo)
+	VMOVUPS(c.At("hi"), hi)
 	a := loadAcc(acc)
 	body := func(in, out Mem, accumulate bool) {
 		w := YMM()
@@ -187,11 +136,11 @@ func genExpSum(c *constTable) {
 		VMINPS(w, hi, w)
 		VMAXPS(w, lo, w)
 		scratch := YMM()
-		f, r := vexp.Reduce(c.at, []reg.VecVirtual{w}, nil, []reg.VecVirtual{scratch})
-		pm1 := vexp.Expm1(c.at, r)
-		vexp.Pow2(c.at, f)
+		f, r := vexp.Reduce(c.At, []reg.VecVirtual{w}, nil, []reg.VecVirtual{scratch})
+		pm1 := vexp.Expm1(c.At, r)
+		vexp.Pow2(c.At, f)
 		VFMADD213PS(f[0], f[0], pm1[0]) // e = pm1·2^n + 2^n
-		VBLENDVPS(big, c.at("inf"), pm1[0], pm1[0])
+		VBLENDVPS(big, c.At("inf"), pm1[0], pm1[0])
 		VMOVUPS(pm1[0], out)
 		if accumulate {
 			addWide(pm1[0], a)
@@ -283,10 +232,10 @@ func genDot() {
 	JZ(LabelRef("dotrest"))
 	Label("dotloop")
 	for set := range 4 {
-		vector(ap, bp, set*vecBytes, set)
+		vector(ap, bp, set*vexp.VecBytes, set)
 	}
-	ADDQ(U32(4*vecBytes), ap)
-	ADDQ(U32(4*vecBytes), bp)
+	ADDQ(U32(4*vexp.VecBytes), ap)
+	ADDQ(U32(4*vexp.VecBytes), bp)
 	DECQ(trips)
 	JNZ(LabelRef("dotloop"))
 	Label("dotrest")
@@ -294,8 +243,8 @@ func genDot() {
 	JZ(LabelRef("dottail"))
 	Label("dotrestloop")
 	vector(ap, bp, 0, 0)
-	ADDQ(U32(vecBytes), ap)
-	ADDQ(U32(vecBytes), bp)
+	ADDQ(U32(vexp.VecBytes), ap)
+	ADDQ(U32(vexp.VecBytes), bp)
 	DECQ(n)
 	JNZ(LabelRef("dotrestloop"))
 	Label("dottail")
