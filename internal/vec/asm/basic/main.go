@@ -54,32 +54,40 @@ func genAdd() {
 	for u := range x {
 		x[u] = YMM()
 	}
-	TESTQ(big, big)
-	JZ(LabelRef("add_one"))
-	Label("add_loop")
-	for u := range x {
-		VMOVUPS(Mem{Base: a, Index: i, Scale: 1, Disp: u * vecBytes}, x[u])
-	}
-	for u := range x {
-		VADDPS(Mem{Base: b, Index: i, Scale: 1, Disp: u * vecBytes}, x[u], x[u])
-	}
-	for u := range x {
-		VMOVUPS(x[u], Mem{Base: dst, Index: i, Scale: 1, Disp: u * vecBytes})
-	}
-	ADDQ(U32(unroll*vecBytes), i)
-	CMPQ(i, big)
-	JB(LabelRef("add_loop"))
-	Label("add_one")
-	CMPQ(i, n)
-	JAE(LabelRef("add_done"))
-	VMOVUPS(Mem{Base: a, Index: i, Scale: 1}, x[0])
-	VADDPS(Mem{Base: b, Index: i, Scale: 1}, x[0], x[0])
-	VMOVUPS(x[0], Mem{Base: dst, Index: i, Scale: 1})
-	ADDQ(U32(vecBytes), i)
-	JMP(LabelRef("add_one"))
+	emitAdd("add", dst, a, b, i, big, n, x, "add_done")
 	Label("add_done")
 	VZEROUPPER()
 	RET()
+}
+
+// emitAdd emits dst[i:n] = a[i:n] + b[i:n], i and n in bytes (i from its
+// current value): len(v) vectors a trip while i < big (n rounded down to
+// whole trips), then one vector at a time; then it jumps to the label
+// done. Its own labels start with prefix.
+func emitAdd(prefix string, dst, a, b, i, big, n reg.Register, v []reg.VecVirtual, done string) {
+	TESTQ(big, big)
+	JZ(LabelRef(prefix + "_one"))
+	Label(prefix + "_loop")
+	for u := range v {
+		VMOVUPS(Mem{Base: a, Index: i, Scale: 1, Disp: u * vecBytes}, v[u])
+	}
+	for u := range v {
+		VADDPS(Mem{Base: b, Index: i, Scale: 1, Disp: u * vecBytes}, v[u], v[u])
+	}
+	for u := range v {
+		VMOVUPS(v[u], Mem{Base: dst, Index: i, Scale: 1, Disp: u * vecBytes})
+	}
+	ADDQ(U32(len(v)*vecBytes), i)
+	CMPQ(i, big)
+	JB(LabelRef(prefix + "_loop"))
+	Label(prefix + "_one")
+	CMPQ(i, n)
+	JAE(LabelRef(done))
+	VMOVUPS(Mem{Base: a, Index: i, Scale: 1}, v[0])
+	VADDPS(Mem{Base: b, Index: i, Scale: 1}, v[0], v[0])
+	VMOVUPS(v[0], Mem{Base: dst, Index: i, Scale: 1})
+	ADDQ(U32(vecBytes), i)
+	JMP(LabelRef(prefix + "_one"))
 }
 
 // genAddRow generates addRowAVX2: for r < rows and c < cols,
@@ -109,29 +117,7 @@ func genAddRow() {
 	JZ(LabelRef("addrow_done"))
 	Label("addrow_row")
 	XORQ(i, i)
-	TESTQ(big, big)
-	JZ(LabelRef("addrow_one"))
-	Label("addrow_loop")
-	for u := range v {
-		VMOVUPS(Mem{Base: x, Index: i, Scale: 1, Disp: u * vecBytes}, v[u])
-	}
-	for u := range v {
-		VADDPS(Mem{Base: b, Index: i, Scale: 1, Disp: u * vecBytes}, v[u], v[u])
-	}
-	for u := range v {
-		VMOVUPS(v[u], Mem{Base: dst, Index: i, Scale: 1, Disp: u * vecBytes})
-	}
-	ADDQ(U32(unroll*vecBytes), i)
-	CMPQ(i, big)
-	JB(LabelRef("addrow_loop"))
-	Label("addrow_one")
-	CMPQ(i, cols)
-	JAE(LabelRef("addrow_next"))
-	VMOVUPS(Mem{Base: x, Index: i, Scale: 1}, v[0])
-	VADDPS(Mem{Base: b, Index: i, Scale: 1}, v[0], v[0])
-	VMOVUPS(v[0], Mem{Base: dst, Index: i, Scale: 1})
-	ADDQ(U32(vecBytes), i)
-	JMP(LabelRef("addrow_one"))
+	emitAdd("addrow", dst, x, b, i, big, cols, v, "addrow_next")
 	Label("addrow_next")
 	ADDQ(ld, x)
 	ADDQ(ld, dst)
