@@ -1,6 +1,9 @@
 package models
 
 import (
+	"context"
+	"fmt"
+
 	G "gorgonia.org/gorgonia"
 
 	"gptlab/planner"
@@ -32,6 +35,23 @@ func defaultPlanner() planner.Algorithm {
 		}
 	}
 	return planner.Algorithms()[0]
+}
+
+// newExecutor makes the executor of a graph whose retained nodes the
+// caller reads after each run: the planned arena (the default planner
+// when o names none), or the TapeMachine.
+func newExecutor(g *G.ExprGraph, retain G.Nodes, o modelOptions) (executor, error) {
+	if o.tape {
+		return &tapeExec{vm: G.NewTapeMachine(g)}, nil
+	}
+	if o.arena.Algorithm.Place == nil {
+		o.arena.Algorithm = defaultPlanner()
+	}
+	prog, err := arena.Compile(context.Background(), g, retain, o.arena)
+	if err != nil {
+		return nil, fmt.Errorf("plan the GPT's arena: %w", err)
+	}
+	return &arenaExec{p: prog}, nil
 }
 
 // executor runs the model's graph and holds the values of its nodes.

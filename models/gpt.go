@@ -1,10 +1,8 @@
 package models
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"math"
 
 	_ "go4.org/unsafe/assume-no-moving-gc" // gorgonia panics at start on Go 1.26 without it
 	G "gorgonia.org/gorgonia"
@@ -13,12 +11,14 @@ import (
 	"gptlab/planner/arena"
 )
 
-// Model is the GPT's graph compiled for one batch shape (B, T), run by a
-// gorgonia TapeMachine. Its parameter nodes are bound to views of a
-// Params, so an optimizer that updates the Params in place is seen by the
-// next Step. With train, the graph holds the backward pass (built by
-// gorgonia.Grad) and, when the config's dropout is positive, one mask input
-// per dropout site.
+// Model is the GPT's graph for one batch shape (B, T), built from the
+// layer functions of layers.go and run from one planned arena (package
+// planner/arena) or, for reference, by gorgonia's TapeMachine. Its
+// parameter nodes are bound to views of a Params, so an optimizer that
+// updates the Params in place is seen by the next Step. With train, the
+// graph holds the backward pass (Backward, seeded by a dloss input of 1)
+// and, when the config's dropout is positive, one mask input per dropout
+// site.
 //
 // The c_attn weight and bias enter the graph as three row blocks (q, k, v:
 // views of the same memory), so no split op is needed; Grad joins the
@@ -50,13 +50,6 @@ type gradParts struct {
 	nodes []*G.Node
 }
 
-// maskInput is one dropout mask fed to the graph.
-type maskInput struct {
-	node        *G.Node
-	data        []float32
-	layer, site int
-}
-
 // NewModel compiles the graph for batches of B sequences of length T
 // (1 <= T <= cfg.Block) on the parameters p, which must have been made
 // for cfg's shape. With train it also builds every parameter's gradient.
@@ -69,34 +62,36 @@ func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) 
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := checkShape(cfg, p, B, T); err != nil {
 		return nil, err
-	}
-	pc := p.Config()
-	if pc.Vocab != cfg.Vocab || pc.Block != cfg.Block || pc.Layers != cfg.Layers || pc.Heads != cfg.Heads || pc.Embd != cfg.Embd {
-		return nil, fmt.Errorf("%w: params made for %+v, model for %+v", ErrConfig, pc, cfg)
-	}
-	if B <= 0 || T <= 0 || T > cfg.Block {
-		return nil, fmt.Errorf("%w: batch shape (B=%d, T=%d), want B > 0 and 0 < T <= block %d", ErrConfig, B, T, cfg.Block)
 	}
 	m := &Model{cfg: cfg, params: p, B: B, T: T, train: train, g: G.NewGraph()}
 	if err := m.build(); err != nil {
 		return nil, fmt.Errorf("build GPT graph: %w", err)
 	}
-	if o.tape {
-		m.exec = &tapeExec{vm: G.NewTapeMachine(m.g)}
-		return m, nil
-	}
-	if o.arena.Algorithm.Place == nil {
-		o.arena.Algorithm = defaultPlanner()
-	}
 	retain := append(G.Nodes{m.loss, m.logits}, m.GradNodes()...)
-	prog, err := arena.Compile(context.Background(), m.g, retain, o.arena)
+	exec, err := newExecutor(m.g, retain, o)
 	if err != nil {
-		return nil, fmt.Errorf("plan the GPT's arena: %w", err)
+		return nil, err
 	}
-	m.exec = &arenaExec{p: prog}
+	m.exec = exec
 	return m, nil
+}
+
+// checkShape validates a config, the parameters made for it and a batch
+// shape (B, T <= block).
+func checkShape(cfg Config, p *Params, B, T int) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	pc := p.Config()
+	if pc.Vocab != cfg.Vocab || pc.Block != cfg.Block || pc.Layers != cfg.Layers || pc.Heads != cfg.Heads || pc.Embd != cfg.Embd {
+		return fmt.Errorf("%w: params made for %+v, model for %+v", ErrConfig, pc, cfg)
+	}
+	if B <= 0 || T <= 0 || T > cfg.Block {
+		return fmt.Errorf("%w: batch shape (B=%d, T=%d), want B > 0 and 0 < T <= block %d", ErrConfig, B, T, cfg.Block)
+	}
+	return nil
 }
 
 // Config is the model's configuration.
@@ -109,168 +104,61 @@ func (m *Model) Params() *Params { return m.params }
 // backward), for analyses such as buffer lifetimes.
 func (m *Model) Graph() *G.ExprGraph { return m.g }
 
-// LossNode is the graph's scalar mean cross-entropy.
+// LossNode is the graph's mean cross-entropy, shape (1).
 func (m *Model) LossNode() *G.Node { return m.loss }
 
 // LogitsNode is the graph's (B*T, V) logits.
 func (m *Model) LogitsNode() *G.Node { return m.logits }
 
-// gb is a graph builder that keeps the first error, so the model reads
-// top to bottom without an error check per line.
-type gb struct {
-	g   *G.ExprGraph
-	err error
-}
-
-func (b *gb) do(f func() (*G.Node, error)) *G.Node {
-	if b.err != nil {
-		return nil
-	}
-	n, err := f()
-	if err != nil {
-		b.err = err
-	}
-	return n
-}
-
-func (m *Model) intInput(name string, backing []int) *G.Node {
-	t := tensor.New(tensor.WithShape(len(backing)), tensor.WithBacking(backing))
-	return G.NewVector(m.g, tensor.Int, G.WithShape(len(backing)), G.WithName(name), G.WithValue(t))
-}
-
-// weight adds a node bound to data viewed as shape.
-func (m *Model) weight(name string, data []float32, shape ...int) *G.Node {
-	t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
-	if len(shape) == 1 {
-		return G.NewVector(m.g, tensor.Float32, G.WithShape(shape...), G.WithName(name), G.WithValue(t))
-	}
-	return G.NewMatrix(m.g, tensor.Float32, G.WithShape(shape...), G.WithName(name), G.WithValue(t))
-}
-
+// build makes the graph: the GPT forward of layers.go over (B, T) tokens,
+// the loss, and for training the backward of every parameter.
 func (m *Model) build() error {
-	cfg, p := m.cfg, m.params
-	B, T, C, H := m.B, m.T, m.cfg.Embd, m.cfg.Heads
-	hs := C / H
-	N := B * T
-	b := &gb{g: m.g}
-	wrt := map[string][]*G.Node{}
-	param := func(name string) *G.Node {
-		n := m.weight(name, p.Slice(name), p.Shape(name)...)
-		wrt[name] = []*G.Node{n}
-		return n
-	}
-
+	N := m.B * m.T
+	n := newNet(m.g, m.cfg, m.params, m.B, m.T, m.train, nil)
 	m.idx, m.pos, m.tgt = make([]int, N), make([]int, N), make([]int, N)
 	for i := range m.pos {
-		m.pos[i] = i % T
+		m.pos[i] = i % m.T
 	}
-	idx := m.intInput("idx", m.idx)
-	pos := m.intInput("pos", m.pos)
-	tgt := m.intInput("targets", m.tgt)
+	idx := n.input("idx", m.idx, N)
+	pos := n.input("pos", m.pos, N)
+	tgt := n.input("targets", m.tgt, N)
 
-	wte := param("transformer.wte.weight")
-	wpe := param("transformer.wpe.weight")
-	tok := b.do(func() (*G.Node, error) { return G.ByIndices(wte, idx, 0) }) // (B*T, C)
-	ps := b.do(func() (*G.Node, error) { return G.ByIndices(wpe, pos, 0) })  // (B*T, C)
-	x := b.do(func() (*G.Node, error) { return G.Add(tok, ps) })             // (B*T, C)
-	x = m.dropout(b, x, 0, SiteEmbed)
-
-	// linear is y = x Wᵀ + b with W [out, in]: BatchedMatMul on 2-D
-	// operands with transB reads W in place (no transposed copy).
-	linear := func(x, w, bias *G.Node) *G.Node {
-		y := b.do(func() (*G.Node, error) { return G.BatchedMatMul(x, w, false, true) })
-		return b.do(func() (*G.Node, error) { return AddBias(y, bias) })
+	x := n.embed(idx, pos) // (B*T, C)
+	for l := range m.cfg.Layers {
+		x = n.block(x, l) // (B*T, C)
 	}
-	toHeads := func(t *G.Node) *G.Node { // (B*T, C) -> (B*H, T, hs)
-		return b.do(func() (*G.Node, error) { return SplitHeads(t, B, T, H) })
-	}
-	fromHeads := func(t *G.Node) *G.Node { // (B*H, T, hs) -> (B*T, C)
-		return b.do(func() (*G.Node, error) { return MergeHeads(t, B, T, H) })
-	}
-	scale := 1 / math.Sqrt(float64(hs))
-
-	for l := 0; l < cfg.Layers; l++ {
-		pre := fmt.Sprintf("transformer.h.%d.", l)
-		h := b.do(func() (*G.Node, error) {
-			return LayerNorm(x, param(pre+"ln_1.weight"), param(pre+"ln_1.bias"))
-		}) // (B*T, C)
-
-		// q, k, v from the row blocks of c_attn: [3C, C] = [Wq; Wk; Wv].
-		wName, bName := pre+"attn.c_attn.weight", pre+"attn.c_attn.bias"
-		wAll, bAll := p.Slice(wName), p.Slice(bName)
-		var qkv [3]*G.Node
-		for k, part := range []string{"q", "k", "v"} {
-			w := m.weight(wName+"."+part, wAll[k*C*C:(k+1)*C*C], C, C)
-			bias := m.weight(bName+"."+part, bAll[k*C:(k+1)*C], C)
-			wrt[wName] = append(wrt[wName], w)
-			wrt[bName] = append(wrt[bName], bias)
-			qkv[k] = toHeads(linear(h, w, bias)) // (B*H, T, hs)
-		}
-		att := b.do(func() (*G.Node, error) { return G.BatchedMatMul(qkv[0], qkv[1], false, true) }) // (B*H, T, T)
-		att = b.do(func() (*G.Node, error) { return CausalSoftmax(att, scale) })
-		att = m.dropout(b, att, l, SiteAttn)
-		y := b.do(func() (*G.Node, error) { return G.BatchedMatMul(att, qkv[2]) }) // (B*H, T, hs)
-		y = linear(fromHeads(y), param(pre+"attn.c_proj.weight"), param(pre+"attn.c_proj.bias"))
-		y = m.dropout(b, y, l, SiteAttnResid)
-		x = b.do(func() (*G.Node, error) { return G.Add(x, y) }) // (B*T, C)
-
-		h = b.do(func() (*G.Node, error) {
-			return LayerNorm(x, param(pre+"ln_2.weight"), param(pre+"ln_2.bias"))
-		})
-		f := linear(h, param(pre+"mlp.c_fc.weight"), param(pre+"mlp.c_fc.bias")) // (B*T, 4C)
-		f = b.do(func() (*G.Node, error) { return GELU(f) })
-		f = linear(f, param(pre+"mlp.c_proj.weight"), param(pre+"mlp.c_proj.bias")) // (B*T, C)
-		f = m.dropout(b, f, l, SiteMLP)
-		x = b.do(func() (*G.Node, error) { return G.Add(x, f) })
-	}
-	x = b.do(func() (*G.Node, error) {
-		return LayerNorm(x, param("transformer.ln_f.weight"), param("transformer.ln_f.bias"))
-	})
-	m.logits = b.do(func() (*G.Node, error) { return G.BatchedMatMul(x, wte, false, true) }) // (B*T, V), head tied to wte
-	m.loss = b.do(func() (*G.Node, error) { return CrossEntropy(m.logits, tgt) })
-	if b.err != nil {
-		return b.err
+	m.logits = n.head(x)                                                          // (B*T, V)
+	m.loss = n.do(func() (*G.Node, error) { return CrossEntropy(m.logits, tgt) }) // (1)
+	m.masks = n.masks
+	if n.err != nil {
+		return n.err
 	}
 	if !m.train {
 		return nil
 	}
-
-	var all G.Nodes
-	for _, name := range p.Names() {
-		all = append(all, wrt[name]...)
-	}
-	m.wrt = all
-	gs, err := G.Grad(m.loss, all...)
+	dloss := n.input("dloss", []float32{1}, 1)
+	all, counts := n.paramNodes()
+	gs, err := Backward(G.Nodes{m.loss}, G.Nodes{dloss}, all)
 	if err != nil {
 		return fmt.Errorf("gradients: %w", err)
 	}
-	m.grads = make([]gradParts, len(p.Names()))
-	m.joined = make([][]float32, len(p.Names()))
+	m.wrt = all
+	m.grads = make([]gradParts, len(counts))
+	m.joined = make([][]float32, len(counts))
 	k := 0
-	for i, name := range p.Names() {
-		n := len(wrt[name])
-		m.grads[i] = gradParts{nodes: gs[k : k+n]}
-		if n > 1 {
-			m.joined[i] = make([]float32, len(p.Slice(name)))
+	for i, c := range counts {
+		m.grads[i] = gradParts{nodes: gs[k : k+c]}
+		for _, g := range m.grads[i].nodes {
+			if g == nil {
+				return fmt.Errorf("gradients: the loss does not depend on %s", m.params.Names()[i])
+			}
 		}
-		k += n
+		if c > 1 {
+			m.joined[i] = make([]float32, len(m.params.Slice(m.params.Names()[i])))
+		}
+		k += c
 	}
 	return nil
-}
-
-// dropout multiplies x by a mask input for (layer, site) when training
-// with a positive dropout; otherwise it returns x itself (no node at all).
-func (m *Model) dropout(b *gb, x *G.Node, layer, site int) *G.Node {
-	if !m.train || m.cfg.Dropout == 0 || b.err != nil {
-		return x
-	}
-	s := x.Shape()
-	data := make([]float32, s.TotalSize())
-	t := tensor.New(tensor.WithShape(s.Clone()...), tensor.WithBacking(data))
-	mask := G.NewTensor(m.g, tensor.Float32, s.Dims(), G.WithShape(s.Clone()...),
-		G.WithName(fmt.Sprintf("dropout.%d.%d", layer, site)), G.WithValue(t))
-	m.masks = append(m.masks, maskInput{node: mask, data: data, layer: layer, site: site})
-	return b.do(func() (*G.Node, error) { return G.HadamardProd(x, mask) })
 }
 
 // SetDropoutSeed sets the seed of the dropout masks (default 0).

@@ -45,7 +45,7 @@ type binder interface {
 // shape's size.
 func checkF32(op string, bufs ...arena.Buf) error {
 	for i, b := range bufs {
-		if b.F32 == nil || len(b.F32) != b.Shape.TotalSize() {
+		if !b.Is(arena.F32) {
 			return fmt.Errorf("%s: buffer %d is not float32 storage of shape %v", op, i, b.Shape)
 		}
 	}
@@ -91,16 +91,11 @@ func shapesOfBufs(bufs []arena.Buf) []tensor.Shape {
 // bufOfValue is the storage of a float32 or int value: a dense tensor, or
 // a *G.F32 scalar as a one-element buffer.
 func bufOfValue(op string, v G.Value) (arena.Buf, error) {
-	switch x := v.(type) {
-	case *tensor.Dense:
-		switch d := x.Data().(type) {
-		case []float32:
-			return arena.Buf{F32: d, Shape: x.Shape()}, nil
-		case []int:
-			return arena.Buf{Int: d, Shape: x.Shape()}, nil
-		}
-	case *G.F32:
-		return arena.Buf{F32: unsafe.Slice((*float32)(x), 1), Shape: tensor.ScalarShape()}, nil
+	if x, ok := v.(*G.F32); ok {
+		return arena.Buf{Dtype: arena.F32, F32: unsafe.Slice((*float32)(x), 1), Shape: tensor.ScalarShape()}, nil
+	}
+	if b, ok := arena.BufOf(v, 0); ok && (b.Dtype == arena.F32 || b.Dtype == arena.Int) {
+		return b, nil
 	}
 	return arena.Buf{}, fmt.Errorf("%s: value %T of dtype %v, want float32 or int storage", op, v, v.Dtype())
 }

@@ -23,12 +23,12 @@ func bufOf(t testing.TB, v G.Value) arena.Buf {
 	case *tensor.Dense:
 		switch d := x.Data().(type) {
 		case []float32:
-			return arena.Buf{F32: d, Shape: x.Shape()}
+			return arena.Buf{Dtype: arena.F32, F32: d, Shape: x.Shape()}
 		case []int:
-			return arena.Buf{Int: d, Shape: x.Shape()}
+			return arena.Buf{Dtype: arena.Int, Int: d, Shape: x.Shape()}
 		}
 	case *G.F32:
-		return arena.Buf{F32: unsafe.Slice((*float32)(x), 1), Shape: tensor.ScalarShape()}
+		return arena.Buf{Dtype: arena.F32, F32: unsafe.Slice((*float32)(x), 1), Shape: tensor.ScalarShape()}
 	}
 	t.Fatalf("bufOf(%T): not float32 or int storage", v)
 	return arena.Buf{}
@@ -51,7 +51,7 @@ func nanBuf(t testing.TB, out G.Value) arena.Buf {
 	for i := range f {
 		f[i] = float32(math.NaN())
 	}
-	return arena.Buf{F32: f, Shape: b.Shape}
+	return arena.Buf{Dtype: arena.F32, F32: f, Shape: b.Shape}
 }
 
 // bitsEqual reports the first index where a and b differ bitwise, or -1.
@@ -154,7 +154,7 @@ func TestKernelsInPlace(t *testing.T) {
 				_, in := bufsOf(t, want, tc.in)
 				alias := append([]float32(nil), in[j].F32...)
 				in[j].F32 = alias
-				out := arena.Buf{F32: alias, Shape: bufOf(t, want).Shape}
+				out := arena.Buf{Dtype: arena.F32, F32: alias, Shape: bufOf(t, want).Shape}
 				bindOrFail(t, tc.op, out, in)()
 				if k := bitsEqual(alias, bufOf(t, want).F32); k >= 0 {
 					t.Errorf("in place over input %d: [%d] = %v, want %v", j, k, alias[k], bufOf(t, want).F32[k])
@@ -173,7 +173,7 @@ func TestKernelsInPlace(t *testing.T) {
 			want, _ := tc.op.Do(tc.in...)
 			_, in := bufsOf(t, want, tc.in)
 			in[0].F32 = append([]float32(nil), in[0].F32...)
-			bindOrFail(t, tc.op, arena.Buf{F32: in[0].F32, Shape: bufOf(t, want).Shape}, in)()
+			bindOrFail(t, tc.op, arena.Buf{Dtype: arena.F32, F32: in[0].F32, Shape: bufOf(t, want).Shape}, in)()
 			if bitsEqual(in[0].F32, bufOf(t, want).F32) < 0 {
 				t.Errorf("SplitHeads in place gave the right answer: the in-place test cannot fail")
 			}
@@ -184,10 +184,14 @@ func TestKernelsInPlace(t *testing.T) {
 // BindKernel declines what it cannot run: float64 storage, wrong shapes,
 // missing inputs.
 func TestBindKernelRejects(t *testing.T) {
-	f32 := func(s ...int) arena.Buf { return arena.Buf{F32: make([]float32, prod(s)), Shape: tensor.Shape(s)} }
-	f64 := func(s ...int) arena.Buf { return arena.Buf{Shape: tensor.Shape(s)} } // no float32 storage
-	ints := arena.Buf{Int: make([]int, 6), Shape: tensor.Shape{6}}
-	scalar := arena.Buf{F32: make([]float32, 1), Shape: tensor.ScalarShape()}
+	f32 := func(s ...int) arena.Buf {
+		return arena.Buf{Dtype: arena.F32, F32: make([]float32, prod(s)), Shape: tensor.Shape(s)}
+	}
+	f64 := func(s ...int) arena.Buf {
+		return arena.Buf{Dtype: arena.F64, F64: make([]float64, prod(s)), Shape: tensor.Shape(s)}
+	} // not float32
+	ints := arena.Buf{Dtype: arena.Int, Int: make([]int, 6), Shape: tensor.Shape{6}}
+	scalar := arena.Buf{Dtype: arena.F32, F32: make([]float32, 1), Shape: tensor.Shape{1}}
 	for _, tc := range []struct {
 		name string
 		op   arena.Kernel

@@ -172,13 +172,17 @@ func causalSoftmaxForward32(y, s []float32, T, first int, scale float64) {
 	sc := float32(scale)
 	for r := 0; r+T <= len(s); r += T {
 		i := (first + r/T) % T // query position of this row
-		sr := s[r : r+i+1]
-		yr := y[r : r+T]
-		yi := yr[:len(sr)]
-		sum := vec.ExpSum(yi, sr, sc, sc*vec.Max(sr)) // the row's largest scale*s, as scale > 0
-		vec.Scale(yi, yi, float32(1/sum))
-		clear(yr[len(sr):])
+		softmaxPrefix32(y[r:r+T], s[r:r+T], i+1, sc)
 	}
+}
+
+// softmaxPrefix32 is one row of the causal softmax: y[:n] the softmax of
+// sc·s[:n], y[n:] zero (s[n:] is never read). y may be s.
+func softmaxPrefix32(y, s []float32, n int, sc float32) {
+	sr, yi := s[:n], y[:n]
+	sum := vec.ExpSum(yi, sr, sc, sc*vec.Max(sr)) // the row's largest sc*s, as sc > 0
+	vec.Scale(yi, yi, float32(1/sum))
+	clear(y[n:])
 }
 
 // causalSoftmaxBackward: ds = scale*y*(dy - Σ_j y·dy) on j ≤ i, 0 above;

@@ -16,8 +16,10 @@ import (
 // CrossEntropy is the mean over the N rows of logits (N, V) of
 // -log softmax(row)[target], with targets an Int vector (N): log-softmax
 // and the negative log-likelihood fused, each row shifted by its maximum
-// (F.cross_entropy in the reference). The result is a scalar. Its gradient
-// is CrossEntropyGrad(logits, targets, dloss) = (softmax - onehot)*dloss/N.
+// (F.cross_entropy in the reference). The result has shape (1), so it is
+// a tensor the arena can plan like any other (a gorgonia scalar has no
+// storage to bind). Its gradient is CrossEntropyGrad(logits, targets,
+// dloss) = (softmax - onehot)*dloss/N, dloss of shape (1).
 func CrossEntropy(logits, targets *G.Node) (*G.Node, error) {
 	return G.ApplyOp(xentOp{}, logits, targets)
 }
@@ -36,9 +38,9 @@ func (op xentOp) Arity() int {
 func (op xentOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
 	if op.grad {
-		return hm.NewFnType(tt(2, a), tt(1, tensor.Int), a, tt(2, a))
+		return hm.NewFnType(tt(2, a), tt(1, tensor.Int), tt(1, a), tt(2, a))
 	}
-	return hm.NewFnType(tt(2, a), tt(1, tensor.Int), a)
+	return hm.NewFnType(tt(2, a), tt(1, tensor.Int), tt(1, a))
 }
 func (op xentOp) check(in []tensor.Shape) error {
 	l, t := in[0], in[1]
@@ -55,17 +57,13 @@ func (op xentOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	if op.grad {
 		return s[0].Clone(), nil
 	}
-	return tensor.ScalarShape(), nil
+	return tensor.Shape{1}, nil
 }
 func (op xentOp) Do(in ...G.Value) (G.Value, error) {
 	if op.grad {
 		return op.UsePreallocDo(newLike(in[0], in[0].Shape()), in...)
 	}
-	var out G.Value = G.NewF64(0)
-	if in[0].Dtype() == tensor.Float32 {
-		out = G.NewF32(0)
-	}
-	return op.UsePreallocDo(out, in...)
+	return op.UsePreallocDo(newLike(in[0], tensor.Shape{1}), in...)
 }
 
 // targetsOf checks the Int targets against the vocabulary V.
@@ -95,15 +93,6 @@ func (op xentOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	if in[0].Dtype() == tensor.Float32 {
-		if d, ok := out.(*tensor.Dense); ok && !op.grad && d.Shape().IsScalar() {
-			// a scalar tensor has no slice to bind: go through a *F32.
-			var loss G.F32
-			if _, err := runFloat32(op, op.String(), &loss, in); err != nil {
-				return nil, err
-			}
-			d.Set(0, float32(loss))
-			return out, nil
-		}
 		return runFloat32(op, op.String(), out, in)
 	}
 	l := in[0].Data().([]float64)
@@ -141,7 +130,7 @@ func (op xentOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
 
 // InPlaceInputs implements arena.InPlacer: the gradient may overwrite the
 // logits (a row's target logit and log-sum-exp are read before the row is
-// written). The loss is a scalar: nothing to overwrite.
+// written). The loss is one number: nothing to overwrite.
 func (op xentOp) InPlaceInputs() []int {
 	if op.grad {
 		return []int{0}
@@ -159,14 +148,14 @@ func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if err := op.check(shapesOfBufs(in)); err != nil {
 		return nil, err
 	}
-	if in[1].Int == nil || len(in[1].Int) != in[1].Shape.TotalSize() {
+	if !in[1].Is(arena.Int) {
 		return nil, fmt.Errorf("%v: targets are not int storage of shape %v", op, in[1].Shape)
 	}
 	N, V := in[0].Shape[0], in[0].Shape[1]
 	l, t := in[0].F32, in[1].Int
 	if !op.grad {
 		if len(out.F32) != 1 {
-			return nil, fmt.Errorf("%v: output %v, want a scalar", op, out.Shape)
+			return nil, fmt.Errorf("%v: output %v, want (1)", op, out.Shape)
 		}
 		losses := make([]float64, N)
 		split := par.New(N, 2*V, func(lo, hi int) {
@@ -183,7 +172,7 @@ func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		}, nil
 	}
 	if err := checkF32(op.String(), in[2]); err != nil || len(in[2].F32) != 1 {
-		return nil, fmt.Errorf("%v: upstream gradient %v, want a float32 scalar", op, in[2].Shape)
+		return nil, fmt.Errorf("%v: upstream gradient %v, want float32 (1)", op, in[2].Shape)
 	}
 	if !out.Shape.Eq(in[0].Shape) {
 		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, in[0].Shape)

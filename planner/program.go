@@ -207,7 +207,7 @@ func (p Program) Temps() ([]Temp, error) {
 				last = j
 			}
 		}
-		t := Temp{Name: op.Out, Size: op.Size, First: i, Last: last, Kind: p.kindOf(op.Out)}
+		t := Temp{Name: op.Out, Size: op.Size, First: i, Last: last, Kind: p.kindOf(op.Out), Values: []string{op.Out}}
 		if t.Kind == Input && slices.Contains(p.Donated, op.Out) {
 			t.Donated = true
 		}
@@ -223,6 +223,7 @@ func (p Program) Temps() ([]Temp, error) {
 		}
 		m := &temps[k] // the value op i writes over, possibly itself merged
 		m.Name += "/" + t.Name
+		m.Values = append(m.Values, t.Name)
 		m.Size = max(m.Size, t.Size)
 		m.Last = max(m.Last, t.Last)
 		if t.Kind == Output || t.Kind == Retained {

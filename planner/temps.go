@@ -47,6 +47,10 @@ type Temp struct {
 	Kind        Kind
 	Of          string // for an Alias: the value it views
 	Donated     bool   // for an Input: the caller gave it up to be overwritten
+	// Values are the program values sharing this storage: the value
+	// itself, and after in-place merges (Program.Temps) every value written
+	// over it, in schedule order. Name joins them with "/" for reports.
+	Values []string
 }
 
 // Lower turns temporaries into a placement Problem. Each value with

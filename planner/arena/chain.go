@@ -27,7 +27,7 @@ func Chain(dims []int, seed uint64) (*gorgonia.ExprGraph, *gorgonia.Node) {
 		if acc == nil {
 			acc = m
 		} else {
-			acc = gorgonia.Must(gorgonia.Mul(acc, m))
+			acc = gorgonia.Must(MatMul(acc, m, false, false))
 		}
 	}
 	return g, acc

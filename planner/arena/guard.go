@@ -3,9 +3,6 @@ package arena
 import (
 	"fmt"
 	"hash/fnv"
-	"unsafe"
-
-	"gorgonia.org/gorgonia"
 
 	"gptlab/planner"
 )
@@ -28,16 +25,16 @@ func (p *Program) RunGuarded() error {
 	if err := p.loadInputs(); err != nil {
 		return err
 	}
-	sums := make(map[int]uint64) // slot -> fingerprint when written
+	sums := make(map[Value]uint64) // value -> fingerprint when written
 	owner := p.storageOwner()
-	check := func(slot int, when string) error {
-		b := owner[slot]
+	check := func(v Value, when string) error {
+		b := owner[v]
 		want, ok := sums[b]
 		if !ok {
 			return nil
 		}
-		if got := fingerprint(p.values[b]); got != want {
-			return fmt.Errorf("arena: %s of %v: its storage was overwritten while live", when, p.nodes[b])
+		if got := fingerprint(p.bufs[b]); got != want {
+			return fmt.Errorf("arena: %s of %v: its storage was overwritten while live", when, p.vals[b].node)
 		}
 		return nil
 	}
@@ -48,45 +45,23 @@ func (p *Program) RunGuarded() error {
 				return err
 			}
 		}
-		if err := p.runStep(st); err != nil {
+		if err := p.runStep(i); err != nil {
 			return err
 		}
 		if _, planned := p.bufOf[st.out]; planned {
-			sums[st.out] = fingerprint(p.values[st.out])
+			sums[st.out] = fingerprint(p.bufs[st.out])
 		}
 	}
-	for _, s := range p.retained {
-		if err := check(s, "end of run: retained output"); err != nil {
+	for _, v := range p.retained {
+		if err := check(v, "end of run: retained output"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// storageOwner maps every slot to the slot whose planned storage it reads
-// (itself, or the base of a view).
-func (p *Program) storageOwner() []int {
-	owner := make([]int, len(p.nodes))
-	for i := range owner {
-		owner[i] = i
-	}
-	for _, st := range p.steps {
-		if st.view {
-			owner[st.out] = owner[st.in[0]]
-		}
-	}
-	return owner
-}
-
-func fingerprint(v gorgonia.Value) uint64 {
+func fingerprint(b Buf) uint64 {
 	h := fnv.New64a()
-	b, ok := bufOf(v)
-	switch {
-	case !ok:
-	case len(b.F32) > 0:
-		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&b.F32[0])), 4*len(b.F32)))
-	case len(b.Int) > 0:
-		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&b.Int[0])), int(unsafe.Sizeof(0))*len(b.Int)))
-	}
+	h.Write(b.Bytes())
 	return h.Sum64()
 }

@@ -34,7 +34,7 @@ func TestCorruptedPlanIsCaught(t *testing.T) {
 	bufs := p.problem.Buffers
 	victim := -1 // the gradient written first
 	for _, gr := range grads {
-		if b := p.bufOf[p.slots[gr.ID()]]; victim < 0 || bufs[b].Start < bufs[victim].Start {
+		if b := p.bufOf[p.byNode[gr.ID()]]; victim < 0 || bufs[b].Start < bufs[victim].Start {
 			victim = b
 		}
 	}

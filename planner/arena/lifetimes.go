@@ -3,12 +3,9 @@ package arena
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"strconv"
-	"strings"
+	"slices"
 
 	"gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"gptlab/planner"
 )
@@ -21,38 +18,32 @@ type InPlacer interface {
 	InPlaceInputs() []int
 }
 
-// inPlaceInputs lists the inputs op may overwrite.
-func inPlaceInputs(op gorgonia.Op) []int {
-	if ip, ok := op.(InPlacer); ok {
-		return ip.InPlaceInputs()
-	}
-	if reflect.TypeOf(op).String() == "gorgonia.elemBinOp" {
-		return []int{0, 1}
-	}
-	return nil
-}
-
-// planLifetimes writes the graph as the planner's Program (one op per
-// step, values named by slot), lets the planner derive lifetimes, judge
-// in-place requests and place the buffers, and binds the arena.
+// planLifetimes writes the schedule as the planner's Program (one op per
+// step), lets the planner derive lifetimes, judge in-place requests and
+// place the buffers, and binds the arena.
 func (p *Program) planLifetimes(ctx context.Context, retain []*gorgonia.Node, o Options) error {
 	prog, err := p.program(retain, o.InPlace)
 	if err != nil {
 		return err
 	}
 	p.lifetimes = prog
-	p.problem, _, err = prog.Problem(o.Alignment)
+	p.problem, p.temps, err = prog.Problem(o.Alignment)
 	if err != nil {
 		return fmt.Errorf("arena: %w", err)
 	}
-	for b, buf := range p.problem.Buffers {
-		for _, name := range strings.Split(buf.ID, "/") { // in-place merges name every value
-			slot, err := strconv.Atoi(name)
-			if err != nil {
-				return fmt.Errorf("arena: buffer %q: %w", buf.ID, err)
-			}
-			p.bufOf[slot] = b
+	b := 0 // the problem's buffers are the temps with storage, in order
+	for _, t := range p.temps {
+		if t.Kind == planner.Alias {
+			continue
 		}
+		for _, name := range t.Values {
+			v, ok := p.names[name]
+			if !ok {
+				return fmt.Errorf("arena: the planner returned value %q, which the program does not have", name)
+			}
+			p.bufOf[v] = b
+		}
+		b++
 	}
 	plan, err := o.Algorithm.Run(ctx, p.problem)
 	if err != nil {
@@ -71,13 +62,16 @@ func (p *Program) planLifetimes(ctx context.Context, retain []*gorgonia.Node, o 
 // input the planner allows.
 func (p *Program) program(retain []*gorgonia.Node, inPlace bool) (planner.Program, error) {
 	var prog planner.Program
-	name := p.slotName
-	planned := make([]bool, len(p.nodes)) // the slot's storage is in the arena
+	p.names = make(map[string]Value, len(p.vals))
+	for v := range p.vals {
+		p.names[p.name(Value(v))] = Value(v)
+	}
+	planned := make([]bool, len(p.vals)) // the value's storage is in the arena
 	for _, st := range p.steps {
-		n := st.node
-		op := planner.Op{Fn: opName(st.op), Out: name(st.out), Size: int64(n.Shape().TotalSize()) * int64(n.Dtype().Size())}
+		n, dt := st.node, p.vals[st.out].dtype
+		op := planner.Op{Fn: opName(st.op), Out: p.name(st.out), Size: int64(n.Shape().TotalSize()) * dt.Size()}
 		for _, s := range st.in {
-			op.In = append(op.In, name(s))
+			op.In = append(op.In, p.name(s))
 		}
 		reason := ""
 		switch {
@@ -87,12 +81,14 @@ func (p *Program) program(retain []*gorgonia.Node, inPlace bool) (planner.Progra
 			reason = "a view of a value outside the arena"
 			op.Size = 0
 		case n.IsScalar():
-			reason = "scalar output (allocated once when its op has a kernel)"
-			op.Size = int64(n.Dtype().Size())
-		case n.Dtype() != tensor.Float32 && n.Dtype() != tensor.Float64:
+			reason = "a gorgonia scalar (no storage to bind)"
+			op.Size = max(dt.Size(), int64(n.Dtype().Size()))
+		case dt == 0:
 			reason = fmt.Sprintf("dtype %v", n.Dtype())
 		default:
-			if _, ok := st.op.(gorgonia.UsePreallocDoer); !ok && !hasKernel(st.op) {
+			_, isKernel := st.op.(Kernel)
+			_, prealloc := st.op.(gorgonia.UsePreallocDoer)
+			if !isKernel && !prealloc {
 				reason = fmt.Sprintf("%T has neither a kernel nor UsePreallocDo", st.op)
 			}
 		}
@@ -105,32 +101,34 @@ func (p *Program) program(retain []*gorgonia.Node, inPlace bool) (planner.Progra
 	}
 	owner := p.storageOwner()
 	for _, n := range retain {
-		s, ok := p.slots[n.ID()]
+		v, ok := p.byNode[n.ID()]
 		if !ok {
 			return planner.Program{}, fmt.Errorf("arena: retained node %v is not in the graph", n)
 		}
-		p.retained = append(p.retained, s)
-		if _, isStep := p.stepOf(s); !isStep || !planned[s] {
+		p.retained = append(p.retained, v)
+		if p.vals[v].step < 0 || !planned[v] {
 			continue // an input, or outside the arena: nothing to keep alive
 		}
-		prog.Outputs = append(prog.Outputs, name(s))
-		if owner[s] != s {
-			prog.Outputs = append(prog.Outputs, name(owner[s]))
+		for _, keep := range []Value{v, owner[v]} {
+			if name := p.name(keep); !slices.Contains(prog.Outputs, name) {
+				prog.Outputs = append(prog.Outputs, name)
+			}
 		}
 	}
 	if !inPlace {
 		return prog, nil
 	}
 	for i, st := range p.steps {
-		if prog.Ops[i].View || prog.Ops[i].Unplanned {
+		ip, ok := st.op.(InPlacer)
+		if !ok || prog.Ops[i].View || prog.Ops[i].Unplanned {
 			continue
 		}
-		for _, j := range inPlaceInputs(st.op) {
-			if j >= len(st.in) || !planned[st.in[j]] {
+		for _, j := range ip.InPlaceInputs() {
+			if j >= len(st.in) || !planned[st.in[j]] || p.vals[st.in[j]].dtype != p.vals[st.out].dtype {
 				continue
 			}
-			if prog.Legal(i, name(st.in[j])) == nil {
-				prog.Ops[i].InPlace = name(st.in[j])
+			if prog.Legal(i, p.name(st.in[j])) == nil {
+				prog.Ops[i].InPlace = p.name(st.in[j])
 				p.inPlace++
 				break
 			}
@@ -139,21 +137,32 @@ func (p *Program) program(retain []*gorgonia.Node, inPlace bool) (planner.Progra
 	return prog, nil
 }
 
-// stepOf returns the step that writes slot, if an op writes it.
-func (p *Program) stepOf(slot int) (int, bool) {
-	for i, st := range p.steps {
-		if st.out == slot {
-			return i, true
+// storageOwner maps every value to the value whose storage it is (itself,
+// or the base of a view).
+func (p *Program) storageOwner() []Value {
+	owner := make([]Value, len(p.vals))
+	for i := range owner {
+		owner[i] = Value(i)
+	}
+	for _, st := range p.steps {
+		if st.view {
+			owner[st.out] = owner[st.in[0]]
 		}
 	}
-	return 0, false
+	return owner
 }
 
-// opName is an op's kind without shape details: "Reshape(2, 3)" -> "Reshape".
+// opName is an op's kind for reports: its Name when it has one, else its
+// String without shape details ("Reshape(2, 3)" -> "Reshape").
 func opName(op gorgonia.Op) string {
+	if n, ok := op.(interface{ Name() string }); ok {
+		return n.Name()
+	}
 	s := op.String()
-	if i := strings.IndexAny(s, "([{"); i > 0 {
-		return strings.TrimSpace(s[:i])
+	for i, c := range s {
+		if (c == '(' || c == '[' || c == '{') && i > 0 {
+			return s[:i]
+		}
 	}
 	return s
 }

@@ -1,18 +1,26 @@
-// Package arena runs a gorgonia graph from one planned arena: lifetimes of
-// every op output are read off the graph in execution order, placed by a
-// planner algorithm, and each op writes its output into its slice of a
-// single allocation (UsePreallocDoer). The TapeMachine, which allocates
-// every output on every run, stays the reference the tests compare with.
+// Package arena runs a gorgonia graph from one planned arena: every op
+// output gets a typed value (f32, bf16, fp16, int8, int32, int, f64) whose
+// lifetime is read off the schedule, the planner places the values' real
+// byte sizes in one allocation, and each op writes its output into its
+// place. The schedule is gorgonia's topological order or an explicit one
+// the caller gives (a recomputation placed right before the backward that
+// needs it). Ops run as allocation-free kernels bound once to their
+// storage (Kernel); an op without one runs its UsePreallocDo into the
+// arena, or its Do outside it. The package owns the generic tensor ops the
+// executor knows by type (MatMul with explicit transposes, Add, Mul,
+// Gather, ScatterAdd, Reshape as a view, Cast between f32 and the 16-bit
+// and 8-bit formats).
 //
-// What it does not do: differentiate (gorgonia.Grad builds the backward
+// What it does not do: differentiate (the caller builds the backward
 // nodes into the same graph before Compile), or own parameters and inputs
-// (the caller binds those with gorgonia.Let; they live outside the arena).
+// (the caller binds those with gorgonia.Let or WithValue; they live
+// outside the arena). gorgonia's TapeMachine, which allocates every output
+// on every run, stays the reference the tests compare with.
 package arena
 
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strconv"
 	"unsafe"
 
@@ -22,31 +30,46 @@ import (
 	"gptlab/planner"
 )
 
-// Viewer is implemented by custom ops whose output shares its first
-// input's storage (a reshape, a free transpose): their output is not
-// planned; the input's lifetime is extended to cover the view's readers.
+// Viewer is implemented by ops whose output is their first input's
+// storage in another shape (a reshape): nothing runs, no storage is
+// planned, and the input's lifetime covers the view's readers.
 type Viewer interface {
 	IsView() bool
 }
 
+// Value identifies one value of a Program: a graph input or an op output.
+type Value int32
+
 // Program is a graph compiled for the arena executor.
 type Program struct {
 	g         *gorgonia.ExprGraph
+	vals      []value
+	byNode    map[int64]Value
 	steps     []step
-	slots     map[int64]int    // node ID -> index into values
-	values    []gorgonia.Value // current value of every node, by slot
-	nodes     []*gorgonia.Node // node of every slot
-	inputs    []int            // slots read from bound node values each run
+	inputs    []Value
+	retained  []Value
+	current   []gorgonia.Value // the value of each Value after the last run
+	bufs      []Buf            // fixed storage of each Value, when it has one
+	names     map[string]Value // planner value names, back to the Value
 	problem   planner.Problem  // one buffer per planned op output
+	temps     []planner.Temp   // the planner's view of every value, buffers in order
 	plan      planner.Plan     // offsets into arena
 	arena     []float64        // backing store; float64 words keep 8-byte alignment
-	bufOf     map[int]int      // slot -> buffer index in problem (planned outputs only)
+	bufOf     map[Value]int    // planned Value -> buffer index in problem
 	outside   []Outside        // op outputs that cannot be written into the arena
-	retained  []int            // slots the caller reads after Run
 	lifetimes planner.Program  // the schedule as the planner sees it
 	inPlace   int              // ops that write over an input
-	inputAddr map[int]uintptr  // storage of each input when bound: a change means bind again
+	inputAddr map[Value]uintptr
 	scratch   []gorgonia.Value // the inputs of one step
+	notify    [][]func()       // per step: called after it runs
+}
+
+// value is what the program knows of one Value.
+type value struct {
+	node     *gorgonia.Node
+	dtype    Dtype
+	step     int            // the step that writes it; -1 for a graph input
+	constant gorgonia.Value // for an op without inputs: its value, computed once
 }
 
 // Outside is an op whose output does not live in the arena, with why.
@@ -60,26 +83,28 @@ type Outside struct {
 type step struct {
 	node     *gorgonia.Node
 	op       gorgonia.Op
-	in       []int          // slots of the inputs, in argument order
-	out      int            // slot of the output
-	prealloc gorgonia.Value // tensor bound to the output's place in the arena, or nil
-	view     bool           // output shares storage with in[0]
-	reshape  bool           // a contiguous reshape: prealloc is the view itself, no op runs
-	scalar   *gorgonia.F32  // the output of a scalar op run by its kernel
-	kernel   func()         // allocation-free computation on fixed storage, or nil
+	in       []Value // in argument order
+	out      Value
+	view     bool          // out is in[0]'s storage in another shape
+	prealloc *tensor.Dense // a tensor on the output's storage, or nil
+	kernel   func()        // allocation-free computation on fixed storage, or nil
 }
 
 // Options configure Compile.
 type Options struct {
 	Algorithm planner.Algorithm // placement; zero means greedy-by-size
 	Alignment int64             // bytes; zero means 64
-	InPlace   bool              // let elementwise ops write over an input when the planner finds it legal
+	InPlace   bool              // let ops write over an input when the planner finds it legal (InPlacer)
+	// Order, when not nil, is the schedule: every op node of the graph
+	// once, each after the ops that compute its inputs. Nil means
+	// gorgonia's topological order.
+	Order []*gorgonia.Node
 }
 
 // Compile orders the graph, derives the lifetime of every op output, plans
-// the arena and binds a tensor in it to every op that can write there.
-// Nodes in retain (the loss, gradients, requested outputs) stay intact until
-// the end of a run, so the caller can read them after Run.
+// the arena and binds every op to its storage. Nodes in retain (the loss,
+// gradients, requested outputs) stay intact until the end of a run, so
+// the caller can read them after Run.
 func Compile(ctx context.Context, g *gorgonia.ExprGraph, retain []*gorgonia.Node, o Options) (*Program, error) {
 	if o.Alignment == 0 {
 		o.Alignment = 64
@@ -91,156 +116,209 @@ func Compile(ctx context.Context, g *gorgonia.ExprGraph, retain []*gorgonia.Node
 		}
 		o.Algorithm = a
 	}
-	sorted, err := gorgonia.Sort(g)
+	order, err := schedule(g, retain, o.Order)
 	if err != nil {
-		return nil, fmt.Errorf("arena: order the graph: %w", err)
+		return nil, err
 	}
-	p := &Program{g: g, slots: map[int64]int{}, bufOf: map[int]int{}}
-	// gorgonia.Sort puts roots first; execution runs leaves first.
-	for i := len(sorted) - 1; i >= 0; i-- {
-		n := sorted[i]
-		slot := len(p.nodes)
-		p.slots[n.ID()] = slot
-		p.nodes = append(p.nodes, n)
-		if n.Op() == nil || isConstant(n) {
-			p.inputs = append(p.inputs, slot)
-			continue
+	p := &Program{g: g, byNode: map[int64]Value{}, bufOf: map[Value]int{}}
+	for _, n := range order {
+		if err := p.add(n); err != nil {
+			return nil, err
 		}
-		st := step{node: n, op: n.Op(), out: slot}
-		for it := g.From(n.ID()); it.Next(); {
-			child := it.Node().(*gorgonia.Node)
-			cs, ok := p.slots[child.ID()]
-			if !ok {
-				return nil, fmt.Errorf("arena: %v reads %v before it is computed", n, child)
-			}
-			st.in = append(st.in, cs)
-		}
-		st.view = isView(n.Op()) && len(st.in) > 0
-		st.reshape = st.view && reflect.TypeOf(n.Op()).Name() == "reshapeOp"
-		p.steps = append(p.steps, st)
 	}
-	p.values = make([]gorgonia.Value, len(p.nodes))
+	p.current = make([]gorgonia.Value, len(p.vals))
+	p.bufs = make([]Buf, len(p.vals))
+	p.notify = make([][]func(), len(p.steps))
 	if err := p.planLifetimes(ctx, retain, o); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// isConstant reports gorgonia's constant nodes, whose value the op holds.
-func isConstant(n *gorgonia.Node) bool {
-	switch reflect.TypeOf(n.Op()).Name() {
-	case "constantScalar", "constantTensor":
-		return true
+// add makes n's value: an input (no op, or an op without inputs, whose
+// value is fixed), or the output of a step reading values made before.
+func (p *Program) add(n *gorgonia.Node) error {
+	v := Value(len(p.vals))
+	p.byNode[n.ID()] = v
+	var in []Value
+	for it := p.g.From(n.ID()); it.Next(); {
+		c := it.Node().(*gorgonia.Node)
+		cv, ok := p.byNode[c.ID()]
+		if !ok {
+			return fmt.Errorf("arena: %v reads %v before it is computed", n, c)
+		}
+		in = append(in, cv)
 	}
-	return false
+	dt, ok := dtypeOf(n.Dtype())
+	if t, isTyped := n.Op().(Typer); isTyped {
+		dt, ok = t.OutDtype(), true
+	}
+	if n.Op() == nil || len(in) == 0 {
+		if n.Op() != nil && !ok && n.Dtype() == tensor.Uint16 {
+			return fmt.Errorf("arena: %v: 16-bit value of unknown format (its op must say: Typer)", n)
+		}
+		val := value{node: n, dtype: dt, step: -1}
+		if n.Op() != nil && n.Value() == nil {
+			c, err := n.Op().Do()
+			if err != nil {
+				return fmt.Errorf("arena: constant %v: %w", n, err)
+			}
+			val.constant = c
+		}
+		p.vals = append(p.vals, val)
+		p.inputs = append(p.inputs, v)
+		return nil
+	}
+	if !ok && n.Dtype() == tensor.Uint16 {
+		return fmt.Errorf("arena: %v (%v): 16-bit output of unknown format (the op must say: Typer)", n, n.Op())
+	}
+	st := step{node: n, op: n.Op(), in: in, out: v}
+	if vw, isView := n.Op().(Viewer); isView && vw.IsView() {
+		st.view = true
+	}
+	p.vals = append(p.vals, value{node: n, dtype: dt, step: len(p.steps)})
+	p.steps = append(p.steps, st)
+	return nil
 }
 
-// isView reports ops whose output shares the input's storage: gorgonia's
-// Reshape of a contiguous tensor returns a shallow clone, and custom ops
-// say so through Viewer.
-func isView(op gorgonia.Op) bool {
-	if v, ok := op.(Viewer); ok {
-		return v.IsView()
+// schedule is the order values are made in: the graph's inputs, then
+// its ops, each after the ops computing its inputs. Only what the
+// retained nodes depend on is scheduled (all of the graph when retain is
+// empty). An explicit order of op nodes is checked: it must hold every op
+// the retained nodes need, each once and after the ops it reads; it may
+// hold other ops of the graph, which then run too.
+func schedule(g *gorgonia.ExprGraph, retain, order []*gorgonia.Node) ([]*gorgonia.Node, error) {
+	isOp := func(n *gorgonia.Node) bool { return n.Op() != nil && g.From(n.ID()).Len() > 0 }
+	need := ancestors(g, retain)
+	if order == nil {
+		sorted, err := gorgonia.Sort(g)
+		if err != nil {
+			return nil, fmt.Errorf("arena: order the graph: %w", err)
+		}
+		var out []*gorgonia.Node
+		for i := len(sorted) - 1; i >= 0; i-- { // gorgonia.Sort puts roots first
+			if n := sorted[i]; need == nil || need[n] {
+				out = append(out, n)
+			}
+		}
+		return out, nil
 	}
-	return reflect.TypeOf(op).Name() == "reshapeOp"
+	pos := make(map[int64]int, len(order))
+	read := map[*gorgonia.Node]bool{} // inputs the ordered ops read
+	for i, n := range order {
+		switch {
+		case n == nil || g.Node(n.ID()) != n:
+			return nil, fmt.Errorf("arena: order[%d] %v is not a node of the graph", i, n)
+		case !isOp(n):
+			return nil, fmt.Errorf("arena: order[%d] %v is an input, not an op", i, n)
+		}
+		if j, dup := pos[n.ID()]; dup {
+			return nil, fmt.Errorf("arena: order[%d] %v is order[%d] again", i, n, j)
+		}
+		pos[n.ID()] = i
+		for it := g.From(n.ID()); it.Next(); {
+			c := it.Node().(*gorgonia.Node)
+			if j, ok := pos[c.ID()]; isOp(c) && (!ok || j >= i) {
+				return nil, fmt.Errorf("arena: order[%d] %v reads %v, which the order computes later or not at all", i, n, c)
+			}
+			read[c] = true
+		}
+	}
+	var out []*gorgonia.Node
+	for _, n := range g.AllNodes() {
+		_, ordered := pos[n.ID()]
+		switch {
+		case isOp(n) && !ordered && (need == nil || need[n]):
+			return nil, fmt.Errorf("arena: the order leaves out op %v, which the retained nodes need", n)
+		case !isOp(n) && (read[n] || need == nil || need[n]):
+			out = append(out, n)
+		}
+	}
+	return append(out, order...), nil
+}
+
+// ancestors are the nodes the retained nodes depend on (themselves
+// included), or nil for no retained node: everything.
+func ancestors(g *gorgonia.ExprGraph, retain []*gorgonia.Node) map[*gorgonia.Node]bool {
+	if len(retain) == 0 {
+		return nil
+	}
+	need := map[*gorgonia.Node]bool{}
+	stack := append([]*gorgonia.Node(nil), retain...)
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if need[n] {
+			continue
+		}
+		need[n] = true
+		for it := g.From(n.ID()); it.Next(); {
+			stack = append(stack, it.Node().(*gorgonia.Node))
+		}
+	}
+	return need
 }
 
 // bind lays the program on its storage: every planned op output gets its
-// place in the arena, every reshape of one a header on the same place in
-// its own shape (arena tensors are contiguous, so a reshape is only a new
-// header, made once here instead of on every run), every float32 scalar a
-// value allocated once; and every op whose inputs and output are all fixed
-// storage gets its allocation-free kernel.
+// place in the arena, every view the storage of what it views in its own
+// shape, and every op whose inputs and output all have fixed storage its
+// allocation-free kernel.
 func (p *Program) bind() {
-	owner := p.storageOwner()
-	bufs := make([]Buf, len(p.nodes))
-	fixed := make([]bool, len(p.nodes))
-	p.inputAddr = make(map[int]uintptr, len(p.inputs))
-	for _, s := range p.inputs {
-		v := p.nodes[s].Value()
-		bufs[s], fixed[s] = bufOf(v)
-		if v != nil {
-			p.inputAddr[s] = v.Uintptr()
+	base := unsafe.Pointer(unsafe.SliceData(p.arena))
+	fixed := make([]bool, len(p.vals))
+	p.inputAddr = make(map[Value]uintptr, len(p.inputs))
+	for _, v := range p.inputs {
+		val := p.inputValue(v)
+		p.bufs[v], fixed[v] = BufOf(val, p.vals[v].dtype)
+		if val != nil {
+			p.inputAddr[v] = val.Uintptr()
 		}
 	}
 	for i := range p.steps {
 		st := &p.steps[i]
 		st.prealloc, st.kernel = nil, nil
-		n := st.node
-		if b, ok := p.bufOf[st.out]; ok {
-			st.prealloc = p.tensorAt(n, p.plan.Offsets[b])
-		} else if b, ok := p.bufOf[owner[st.out]]; ok && st.reshape {
-			st.prealloc = p.tensorAt(n, p.plan.Offsets[b])
-		} else if n.IsScalar() && n.Dtype() == tensor.Float32 {
-			st.scalar = new(gorgonia.F32)
-		}
-		switch {
-		case st.prealloc != nil:
-			bufs[st.out], fixed[st.out] = bufOf(st.prealloc)
-		case st.scalar != nil:
-			bufs[st.out] = Buf{F32: unsafe.Slice((*float32)(st.scalar), 1), Shape: tensor.ScalarShape()}
+		p.current[st.out] = nil
+		n, dt := st.node, p.vals[st.out].dtype
+		switch b, planned := p.bufOf[st.out]; {
+		case planned:
+			p.bufs[st.out] = bufAt(dt, n.Shape(), unsafe.Add(base, p.plan.Offsets[b]))
+			fixed[st.out] = true
+		case st.view && fixed[st.in[0]] && p.bufs[st.in[0]].Len() == n.Shape().TotalSize():
+			src := p.bufs[st.in[0]]
+			p.bufs[st.out] = bufAt(dt, n.Shape(), unsafe.Pointer(unsafe.SliceData(src.Bytes())))
 			fixed[st.out] = true
 		}
-		p.values[st.out] = nil
-		if st.reshape && st.prealloc != nil {
-			p.values[st.out] = st.prealloc
+		if !fixed[st.out] {
 			continue
 		}
-		if !fixed[st.out] {
+		st.prealloc = p.bufs[st.out].Dense()
+		p.current[st.out] = st.prealloc
+		if st.view {
+			continue // nothing runs: the header is the value
+		}
+		k, isKernel := st.op.(Kernel)
+		if !isKernel {
 			continue
 		}
 		in := make([]Buf, len(st.in))
 		ready := true
 		for j, s := range st.in {
-			in[j] = bufs[s]
+			in[j] = p.bufs[s]
 			ready = ready && fixed[s]
 		}
 		if ready {
-			st.kernel, _ = bindKernel(st.op, bufs[st.out], in)
-		}
-		if st.kernel != nil {
-			if st.scalar != nil {
-				p.values[st.out] = st.scalar
-			} else {
-				p.values[st.out] = st.prealloc
-			}
-		}
-		if st.scalar != nil && st.kernel == nil {
-			st.scalar = nil // the op's Do makes its own scalar
-			fixed[st.out] = false
+			st.kernel, _ = k.BindKernel(p.bufs[st.out], in)
 		}
 	}
 }
 
-// bufOf returns the fixed storage of a value, if it has one.
-func bufOf(v gorgonia.Value) (Buf, bool) {
-	switch x := v.(type) {
-	case *tensor.Dense:
-		switch d := x.Data().(type) {
-		case []float32:
-			return Buf{F32: d, Shape: x.Shape()}, true
-		case []int:
-			return Buf{Int: d, Shape: x.Shape()}, true
-		}
-	case *gorgonia.F32:
-		return Buf{F32: unsafe.Slice((*float32)(x), 1), Shape: tensor.ScalarShape()}, true
+// inputValue is the value an input node holds: the one bound to it, or
+// the value of a constant op.
+func (p *Program) inputValue(v Value) gorgonia.Value {
+	if c := p.vals[v].constant; c != nil {
+		return c
 	}
-	return Buf{}, false
-}
-
-// tensorAt returns a dense tensor of n's shape and dtype whose backing is
-// the arena at offset.
-func (p *Program) tensorAt(n *gorgonia.Node, offset int64) *tensor.Dense {
-	base := unsafe.Pointer(uintptr(unsafe.Pointer(unsafe.SliceData(p.arena))) + uintptr(offset))
-	size := n.Shape().TotalSize()
-	var backing any
-	switch n.Dtype() {
-	case tensor.Float32:
-		backing = unsafe.Slice((*float32)(base), size)
-	case tensor.Float64:
-		backing = unsafe.Slice((*float64)(base), size)
-	}
-	return tensor.New(tensor.WithShape(n.Shape()...), tensor.WithBacking(backing))
+	return p.vals[v].node.Value()
 }
 
 // Run executes every op once, in schedule order. Inputs (parameters,
@@ -251,7 +329,7 @@ func (p *Program) Run() error {
 		return err
 	}
 	for i := range p.steps {
-		if err := p.runStep(&p.steps[i]); err != nil {
+		if err := p.runStep(i); err != nil {
 			return err
 		}
 	}
@@ -260,13 +338,13 @@ func (p *Program) Run() error {
 
 func (p *Program) loadInputs() error {
 	moved := false
-	for _, s := range p.inputs {
-		v := p.nodes[s].Value()
-		if v == nil {
-			return fmt.Errorf("arena: no value bound to input %v", p.nodes[s])
+	for _, v := range p.inputs {
+		val := p.inputValue(v)
+		if val == nil {
+			return fmt.Errorf("arena: no value bound to input %v", p.vals[v].node)
 		}
-		p.values[s] = v
-		if v.Uintptr() != p.inputAddr[s] {
+		p.current[v] = val
+		if val.Uintptr() != p.inputAddr[v] {
 			moved = true
 		}
 	}
@@ -276,44 +354,111 @@ func (p *Program) loadInputs() error {
 	return nil
 }
 
-// runStep runs one op: its kernel when it has one, else the op's
-// UsePreallocDo into its arena tensor, else the op's Do.
-func (p *Program) runStep(st *step) error {
-	if st.kernel != nil {
+// runStep runs step i (its kernel when it has one, else the op's
+// UsePreallocDo into its arena tensor, else the op's Do) and then whatever
+// waits for it.
+func (p *Program) runStep(i int) error {
+	st := &p.steps[i]
+	switch {
+	case st.kernel != nil:
 		st.kernel()
-		return nil
+	case st.view && st.prealloc != nil:
+	default:
+		in := p.scratch[:0]
+		for _, s := range st.in {
+			in = append(in, p.current[s])
+		}
+		p.scratch = in
+		v, err := st.exec(in)
+		if err != nil {
+			return err
+		}
+		p.current[st.out] = v
 	}
-	if st.reshape && st.prealloc != nil {
-		return nil
+	for _, f := range p.notify[i] {
+		f()
 	}
-	in := p.scratch[:0]
-	for _, s := range st.in {
-		in = append(in, p.values[s])
-	}
-	p.scratch = in
-	v, err := st.exec(in)
-	if err != nil {
-		return err
-	}
-	p.values[st.out] = v
 	return nil
+}
+
+// exec runs a step's op through gorgonia: into its arena tensor when it
+// has one (UsePreallocDo), else with Do, which allocates the output.
+func (st *step) exec(in []gorgonia.Value) (gorgonia.Value, error) {
+	var v gorgonia.Value
+	var err error
+	if pd, ok := st.op.(gorgonia.UsePreallocDoer); ok && st.prealloc != nil {
+		v, err = pd.UsePreallocDo(st.prealloc, in...)
+	} else {
+		v, err = st.op.Do(in...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("arena: %v (%v): %w", st.node.Name(), st.op, err)
+	}
+	return v, nil
 }
 
 // Value returns the value n had at the end of the last Run.
 func (p *Program) Value(n *gorgonia.Node) gorgonia.Value {
-	s, ok := p.slots[n.ID()]
+	v, ok := p.byNode[n.ID()]
 	if !ok {
 		return nil
 	}
-	return p.values[s]
+	return p.current[v]
+}
+
+// Buf returns n's storage as the arena holds it (typed: a bf16 value as
+// its bits), or false for a node outside the arena and not an input.
+func (p *Program) Buf(n *gorgonia.Node) (Buf, bool) {
+	v, ok := p.byNode[n.ID()]
+	if !ok || p.bufs[v].Shape == nil {
+		return Buf{}, false
+	}
+	return p.bufs[v], true
+}
+
+// Dtype is the element type of n's value in the program.
+func (p *Program) Dtype(n *gorgonia.Node) (Dtype, bool) {
+	v, ok := p.byNode[n.ID()]
+	if !ok {
+		return 0, false
+	}
+	return p.vals[v].dtype, true
+}
+
+// StepOf is the position in the schedule of the op that computes n: the
+// moment its value is final. False for an input or a node not in the graph.
+func (p *Program) StepOf(n *gorgonia.Node) (int, bool) {
+	v, ok := p.byNode[n.ID()]
+	if !ok || p.vals[v].step < 0 {
+		return 0, false
+	}
+	return p.vals[v].step, true
+}
+
+// Steps is the number of ops one Run executes.
+func (p *Program) Steps() int { return len(p.steps) }
+
+// WhenWritten arranges for f(i) to be called during every Run right after
+// the op computing nodes[i] has run, on the goroutine running the
+// program: a gradient is final then, and an all-reduce of it may start
+// while the rest of the backward runs.
+func (p *Program) WhenWritten(nodes []*gorgonia.Node, f func(i int)) error {
+	for i, n := range nodes {
+		s, ok := p.StepOf(n)
+		if !ok {
+			return fmt.Errorf("arena: %v is not computed by the program", n)
+		}
+		p.notify[s] = append(p.notify[s], func() { f(i) })
+	}
+	return nil
 }
 
 // Stats are the arena's figures.
 type Stats struct {
 	InPlace      int   // ops that write their output over an input
-	Kernels      int   // ops run by an allocation-free kernel
-	Prealloc     int   // ops run by gorgonia's UsePreallocDo into the arena
-	Allocating   int   // ops run by gorgonia's Do, which allocates their output
+	Kernels      int   // ops run by an allocation-free kernel (views count: nothing runs)
+	Prealloc     int   // ops run by their UsePreallocDo into the arena
+	Allocating   int   // ops run by their Do, which allocates the output
 	Steps        int   // ops run per Run
 	Planned      int   // op outputs placed in the arena
 	NaiveBytes   int64 // every planned output its own storage
@@ -337,7 +482,7 @@ func (p *Program) Stats() Stats {
 	}
 	for _, st := range p.steps {
 		switch {
-		case st.kernel != nil || st.reshape && st.prealloc != nil:
+		case st.kernel != nil || st.view && st.prealloc != nil:
 			s.Kernels++
 		case st.prealloc != nil:
 			s.Prealloc++
@@ -355,22 +500,6 @@ func (p *Program) Outside() []Outside { return p.outside }
 // them, for reports and figures.
 func (p *Program) Problem() (planner.Problem, planner.Plan) { return p.problem, p.plan }
 
-// exec runs a step's op through gorgonia: into its arena tensor when it
-// has one (UsePreallocDo), else with Do, which allocates the output.
-func (st *step) exec(in []gorgonia.Value) (gorgonia.Value, error) {
-	var v gorgonia.Value
-	var err error
-	if st.prealloc != nil {
-		v, err = st.op.(gorgonia.UsePreallocDoer).UsePreallocDo(st.prealloc, in...)
-	} else {
-		v, err = st.op.Do(in...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("arena: %v (%v): %w", st.node.Name(), st.op, err)
-	}
-	return v, nil
-}
-
 // Lifetimes returns the schedule as the planner saw it: one op per step,
 // values named by ValueName.
 func (p *Program) Lifetimes() planner.Program { return p.lifetimes }
@@ -378,19 +507,18 @@ func (p *Program) Lifetimes() planner.Program { return p.lifetimes }
 // ValueName is the name of n's value in Lifetimes, or "" for a node not in
 // the graph.
 func (p *Program) ValueName(n *gorgonia.Node) string {
-	s, ok := p.slots[n.ID()]
+	v, ok := p.byNode[n.ID()]
 	if !ok {
 		return ""
 	}
-	return p.slotName(s)
+	return p.name(v)
 }
 
-// slotName names a value in Lifetimes: an op's output by its slot number
-// (the planner's buffer IDs, parsed back in planLifetimes), a graph input
-// (a parameter, the tokens) by its node name.
-func (p *Program) slotName(s int) string {
-	if p.nodes[s].Op() == nil {
-		return p.nodes[s].Name()
+// name names a value in Lifetimes: an op's output by its number, a graph
+// input (a parameter, the tokens) by its node name.
+func (p *Program) name(v Value) string {
+	if p.vals[v].step < 0 {
+		return p.vals[v].node.Name()
 	}
-	return strconv.Itoa(s)
+	return strconv.Itoa(int(v))
 }

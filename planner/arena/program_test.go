@@ -13,8 +13,11 @@ import (
 	"gptlab/planner"
 )
 
-// mlp builds loss = mean((tanh(x·W1)·W2 + x·W3)²) with gradients for the
-// weights, all float32, with values drawn from seed.
+// mlp builds loss = mean((tanh(x·W1)·W2 + x·W3ᵀ)²) with gradients for the
+// weights, all float32, with values drawn from seed: this package's ops
+// (MatMul, Add, Reshape) beside gorgonia's own (Tanh, Square, Mean, and
+// the Add of gorgonia.Grad's accumulation), which the arena runs through
+// their UsePreallocDo or Do.
 func mlp(t testing.TB, seed uint64) (g *gorgonia.ExprGraph, loss *gorgonia.Node, grads gorgonia.Nodes) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 1))
@@ -34,9 +37,9 @@ func mlp(t testing.TB, seed uint64) (g *gorgonia.ExprGraph, loss *gorgonia.Node,
 	w1 := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(5, 7), gorgonia.WithName("w1"), gorgonia.WithValue(fill(5, 7)))
 	w2 := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(7, 5), gorgonia.WithName("w2"), gorgonia.WithValue(fill(7, 5)))
 	w3 := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(5, 5), gorgonia.WithName("w3"), gorgonia.WithValue(fill(5, 5)))
-	h := gorgonia.Must(gorgonia.Tanh(gorgonia.Must(gorgonia.Mul(x, w1))))                                    // (8, 7)
-	y := gorgonia.Must(gorgonia.Add(gorgonia.Must(gorgonia.Mul(h, w2)), gorgonia.Must(gorgonia.Mul(x, w3)))) // (8, 5)
-	flat := gorgonia.Must(gorgonia.Reshape(y, tensor.Shape{40}))                                             // (40) a view of y
+	h := gorgonia.Must(gorgonia.Tanh(gorgonia.Must(MatMul(x, w1, false, false))))                                  // (8, 7)
+	y := gorgonia.Must(Add(gorgonia.Must(MatMul(h, w2, false, false)), gorgonia.Must(MatMul(x, w3, false, true)))) // (8, 5)
+	flat := gorgonia.Must(Reshape(y, 40))                                                                          // (40) a view of y
 	loss = gorgonia.Must(gorgonia.Mean(gorgonia.Must(gorgonia.Square(flat))))
 	grads, err := gorgonia.Grad(loss, w1, w2, w3)
 	if err != nil {

@@ -1,0 +1,139 @@
+package models
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+
+	"gptlab/planner/arena"
+)
+
+// Backward adds to the graph the gradients of outputs with respect to
+// wrt, given each output's gradient (gradOutputs: nodes of the outputs'
+// shapes, usually inputs the caller fills, such as the loss's 1 or a
+// block's upstream gradient). It is reverse mode over the ops on a path
+// from wrt to an output, each op's SymDiff giving its inputs' gradient
+// contributions; a node read by several ops gets the sum of their
+// contributions, added left to right in the order the ops are reached
+// going back from the outputs. It returns the gradient of each wrt node
+// (nil for one the outputs do not depend on).
+//
+// gorgonia.Grad does the same but sums with gorgonia's own Add, an op the
+// arena would have to recognise by name; here every node of the backward
+// is an op of this package or of package arena. And because the caller
+// picks the outputs and their gradients, a block or half-block can be
+// differentiated as a unit: the same ops in the same order as inside the
+// whole model, so the gradients are bitwise the whole model's.
+func Backward(outputs, gradOutputs, wrt G.Nodes) (G.Nodes, error) {
+	if len(outputs) != len(gradOutputs) {
+		return nil, fmt.Errorf("backward: %d outputs, %d output gradients", len(outputs), len(gradOutputs))
+	}
+	order := topoOrder(outputs)
+	depends := make(map[*G.Node]bool, len(order)) // a wrt node is at or below it
+	for _, w := range wrt {
+		depends[w] = true
+	}
+	for _, n := range order {
+		for _, c := range children(n) {
+			if depends[c] {
+				depends[n] = true
+			}
+		}
+	}
+	contrib := make(map[*G.Node]G.Nodes, len(order))
+	for i, o := range outputs {
+		if !o.Shape().Eq(gradOutputs[i].Shape()) {
+			return nil, fmt.Errorf("backward: output %v has shape %v, its gradient %v", o, o.Shape(), gradOutputs[i].Shape())
+		}
+		contrib[o] = append(contrib[o], gradOutputs[i])
+	}
+	grads := make(map[*G.Node]*G.Node, len(order))
+	for i := len(order) - 1; i >= 0; i-- {
+		n := order[i]
+		if !depends[n] || len(contrib[n]) == 0 {
+			continue
+		}
+		g, err := sumNodes(contrib[n])
+		if err != nil {
+			return nil, fmt.Errorf("backward: gradient of %v: %w", n, err)
+		}
+		grads[n] = g
+		if n.Op() == nil {
+			continue
+		}
+		in := children(n)
+		if len(in) == 0 {
+			continue // a constant
+		}
+		sd, ok := n.Op().(G.SDOp)
+		if !ok {
+			return nil, fmt.Errorf("backward: %v (%v) is not differentiable", n, n.Op())
+		}
+		diff := sd.DiffWRT(len(in))
+		need := false
+		for j, c := range in {
+			need = need || diff[j] && depends[c]
+		}
+		if !need {
+			continue
+		}
+		gs, err := sd.SymDiff(in, n, g)
+		if err != nil {
+			return nil, fmt.Errorf("backward: %v (%v): %w", n, n.Op(), err)
+		}
+		for j, c := range in {
+			if diff[j] && depends[c] && j < len(gs) && gs[j] != nil {
+				contrib[c] = append(contrib[c], gs[j])
+			}
+		}
+	}
+	out := make(G.Nodes, len(wrt))
+	for i, w := range wrt {
+		out[i] = grads[w]
+	}
+	return out, nil
+}
+
+// sumNodes is ((a + b) + c) + …, or a alone.
+func sumNodes(ns G.Nodes) (*G.Node, error) {
+	s := ns[0]
+	for _, n := range ns[1:] {
+		var err error
+		if s, err = arena.Add(s, n); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// children are the nodes n reads, in argument order.
+func children(n *G.Node) G.Nodes {
+	var out G.Nodes
+	for it := n.Graph().From(n.ID()); it.Next(); {
+		out = append(out, it.Node().(*G.Node))
+	}
+	return out
+}
+
+// topoOrder is every node the outputs depend on, each after the nodes it
+// reads (a depth-first post-order, children in argument order, so the
+// order is the same for the same construction).
+func topoOrder(outputs G.Nodes) G.Nodes {
+	var order G.Nodes
+	seen := map[*G.Node]bool{}
+	var visit func(n *G.Node)
+	visit = func(n *G.Node) {
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		for _, c := range children(n) {
+			visit(c)
+		}
+		order = append(order, n)
+	}
+	for _, o := range outputs {
+		visit(o)
+	}
+	return order
+}

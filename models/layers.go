@@ -1,0 +1,197 @@
+package models
+
+import (
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
+)
+
+// net builds the GPT's nodes into a graph, one method per layer as
+// nanoGPT's model.py reads. A graph holds B rows of T tokens: the query
+// length T. The keys are the same T tokens (training, evaluation, the
+// full-window sampler) unless a KV cache is given, in which case they are
+// the tokens the cache holds plus these T, at positions offset … offset+T-1
+// where the offset is the cache's length at run time (prefill: 0; decode:
+// the tokens so far). The position offset reaches the model through the
+// pos input (filled by the caller) and the cache.
+//
+// The first error stops the building; later calls return nil, so the
+// model reads top to bottom without a check per line.
+type net struct {
+	g     *G.ExprGraph
+	cfg   Config
+	p     *Params
+	B, T  int
+	train bool     // dropout masks (when cfg.Dropout > 0)
+	kv    *KVCache // nil: attend over this graph's own T tokens
+
+	wrt   map[string]G.Nodes // parameter name -> its nodes (c_attn: three row blocks)
+	masks []maskInput
+	err   error
+}
+
+// maskInput is one dropout mask fed to the graph.
+type maskInput struct {
+	node        *G.Node
+	data        []float32
+	layer, site int
+}
+
+func newNet(g *G.ExprGraph, cfg Config, p *Params, B, T int, train bool, kv *KVCache) *net {
+	return &net{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}}
+}
+
+// do runs one graph-building call unless an earlier one failed.
+func (n *net) do(f func() (*G.Node, error)) *G.Node {
+	if n.err != nil {
+		return nil
+	}
+	x, err := f()
+	if err != nil {
+		n.err = err
+	}
+	return x
+}
+
+// input adds a node bound to data viewed as shape.
+func (n *net) input(name string, data any, shape ...int) *G.Node {
+	t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
+	return G.NewTensor(n.g, t.Dtype(), len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(t))
+}
+
+// param is the node of a parameter (its storage in the Params), made
+// once: the token embedding read by the embedding and the head is one
+// node, so its two gradients are summed by Backward.
+func (n *net) param(name string) *G.Node {
+	if x, ok := n.wrt[name]; ok {
+		return x[0]
+	}
+	x := n.input(name, n.p.Slice(name), n.p.Shape(name)...)
+	n.wrt[name] = G.Nodes{x}
+	return x
+}
+
+// paramRows is rows [lo, hi) of a parameter's first axis as a node of its
+// own (a view of the same memory): q, k and v of c_attn.
+func (n *net) paramRows(name, part string, lo, hi int) *G.Node {
+	shape := n.p.Shape(name)
+	row := 1
+	for _, d := range shape[1:] {
+		row *= d
+	}
+	sub := append([]int{hi - lo}, shape[1:]...)
+	x := n.input(name+"."+part, n.p.Slice(name)[lo*row:hi*row], sub...)
+	n.wrt[name] = append(n.wrt[name], x)
+	return x
+}
+
+// embed is the token and position embedding of idx and pos (B*T): the
+// residual stream x (B*T, C), with dropout.
+func (n *net) embed(idx, pos *G.Node) *G.Node {
+	wte := n.param("transformer.wte.weight")
+	tok := n.do(func() (*G.Node, error) { return arena.Gather(wte, idx) })                              // (B*T, C)
+	ps := n.do(func() (*G.Node, error) { return arena.Gather(n.param("transformer.wpe.weight"), pos) }) // (B*T, C)
+	x := n.do(func() (*G.Node, error) { return arena.Add(tok, ps) })                                    // (B*T, C)
+	return n.dropout(x, 0, SiteEmbed)
+}
+
+// linear is y = x Wᵀ + b with W [out, in] read in place (MatMul with
+// TransB): x (N, in) -> y (N, out).
+func (n *net) linear(x, w, b *G.Node) *G.Node {
+	y := n.do(func() (*G.Node, error) { return arena.MatMul(x, w, false, true) }) // (N, out)
+	return n.do(func() (*G.Node, error) { return AddBias(y, b) })                 // (N, out)
+}
+
+// layerNorm is LayerNorm with the parameters name.weight and name.bias.
+func (n *net) layerNorm(x *G.Node, name string) *G.Node {
+	return n.do(func() (*G.Node, error) { return LayerNorm(x, n.param(name+".weight"), n.param(name+".bias")) }) // (B*T, C)
+}
+
+// attention is causal multi-head self-attention of layer l on h (B*T, C):
+// q, k and v from the row blocks of c_attn [3C, C] = [Wq; Wk; Wv], each
+// split into heads, softmax(q·kᵀ/√hs)·v per head, heads merged, c_proj.
+func (n *net) attention(h *G.Node, l int) *G.Node {
+	B, T, C, H := n.B, n.T, n.cfg.Embd, n.cfg.Heads
+	pre := fmt.Sprintf("transformer.h.%d.attn.", l)
+	var qkv [3]*G.Node
+	for i, part := range []string{"q", "k", "v"} {
+		w := n.paramRows(pre+"c_attn.weight", part, i*C, (i+1)*C)                // (C, C)
+		b := n.paramRows(pre+"c_attn.bias", part, i*C, (i+1)*C)                  // (C)
+		x := n.linear(h, w, b)                                                   // (B*T, C)
+		qkv[i] = n.do(func() (*G.Node, error) { return SplitHeads(x, B, T, H) }) // (B*H, T, hs)
+	}
+	var y *G.Node
+	if n.kv != nil {
+		y = n.do(func() (*G.Node, error) { return CachedAttention(qkv[0], qkv[1], qkv[2], n.kv, l) }) // (B*H, T, hs)
+	} else {
+		scale := 1 / math.Sqrt(float64(n.cfg.HeadSize()))
+		att := n.do(func() (*G.Node, error) { return arena.MatMul(qkv[0], qkv[1], false, true) }) // (B*H, T, T)
+		att = n.do(func() (*G.Node, error) { return CausalSoftmax(att, scale) })                  // (B*H, T, T)
+		att = n.dropout(att, l, SiteAttn)
+		y = n.do(func() (*G.Node, error) { return arena.MatMul(att, qkv[2], false, false) }) // (B*H, T, hs)
+	}
+	y = n.do(func() (*G.Node, error) { return MergeHeads(y, B, T, H) }) // (B*T, C)
+	y = n.linear(y, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias"))
+	return n.dropout(y, l, SiteAttnResid) // (B*T, C)
+}
+
+// mlp is the 4x feed-forward of layer l: c_fc, exact GELU, c_proj.
+func (n *net) mlp(h *G.Node, l int) *G.Node {
+	pre := fmt.Sprintf("transformer.h.%d.mlp.", l)
+	f := n.linear(h, n.param(pre+"c_fc.weight"), n.param(pre+"c_fc.bias"))    // (B*T, 4C)
+	f = n.do(func() (*G.Node, error) { return GELU(f) })                      // (B*T, 4C)
+	f = n.linear(f, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias")) // (B*T, C)
+	return n.dropout(f, l, SiteMLP)
+}
+
+// attnHalf is the first half of block l: x + attention(ln_1(x)).
+func (n *net) attnHalf(x *G.Node, l int) *G.Node {
+	h := n.layerNorm(x, fmt.Sprintf("transformer.h.%d.ln_1", l))                    // (B*T, C)
+	return n.do(func() (*G.Node, error) { return arena.Add(x, n.attention(h, l)) }) // (B*T, C)
+}
+
+// mlpHalf is the second half of block l: x + mlp(ln_2(x)).
+func (n *net) mlpHalf(x *G.Node, l int) *G.Node {
+	h := n.layerNorm(x, fmt.Sprintf("transformer.h.%d.ln_2", l))              // (B*T, C)
+	return n.do(func() (*G.Node, error) { return arena.Add(x, n.mlp(h, l)) }) // (B*T, C)
+}
+
+// block is transformer block l: both halves.
+func (n *net) block(x *G.Node, l int) *G.Node { return n.mlpHalf(n.attnHalf(x, l), l) }
+
+// head is the final LayerNorm and the language-model head, tied to the
+// token embedding: x (B*T, C) -> logits (B*T, V).
+func (n *net) head(x *G.Node) *G.Node {
+	x = n.layerNorm(x, "transformer.ln_f")
+	wte := n.param("transformer.wte.weight")
+	return n.do(func() (*G.Node, error) { return arena.MatMul(x, wte, false, true) }) // (B*T, V)
+}
+
+// dropout multiplies x by a mask input for (layer, site) when training
+// with a positive dropout; otherwise it returns x itself (no node at all).
+func (n *net) dropout(x *G.Node, layer, site int) *G.Node {
+	if !n.train || n.cfg.Dropout == 0 || n.err != nil {
+		return x
+	}
+	s := x.Shape()
+	data := make([]float32, s.TotalSize())
+	mask := n.input(fmt.Sprintf("dropout.%d.%d", layer, site), data, s...)
+	n.masks = append(n.masks, maskInput{node: mask, data: data, layer: layer, site: site})
+	return n.do(func() (*G.Node, error) { return arena.Masked(x, mask) })
+}
+
+// paramNodes lists every parameter node in the order of Params.Names (the
+// three row blocks of c_attn in order), and the number of nodes of each.
+func (n *net) paramNodes() (G.Nodes, []int) {
+	var all G.Nodes
+	counts := make([]int, len(n.p.Names()))
+	for i, name := range n.p.Names() {
+		all = append(all, n.wrt[name]...)
+		counts[i] = len(n.wrt[name])
+	}
+	return all, counts
+}
