@@ -243,8 +243,12 @@ func (m *Model) Logits() []float32 { return m.f32Value(m.logits) }
 // f32Value is a node's float32 data after the last run, read without
 // boxing the slice in an interface (Data() would allocate); nil before the
 // node has run.
-func (m *Model) f32Value(n *G.Node) []float32 {
-	if d, ok := m.exec.value(n).(*tensor.Dense); ok {
+func (m *Model) f32Value(n *G.Node) []float32 { return f32Of(m.exec.value(n)) }
+
+// f32Of is a float32 tensor's data, read without boxing the slice in an
+// interface (Data() would allocate); nil for any other value.
+func f32Of(v G.Value) []float32 {
+	if d, ok := v.(*tensor.Dense); ok && d.Dtype() == tensor.Float32 {
 		return d.Float32s()
 	}
 	return nil

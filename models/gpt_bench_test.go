@@ -61,3 +61,48 @@ func BenchmarkAdamW(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSample generates a block's worth of characters from a
+// one-character prompt (the context grows to the full block), decoding
+// against the KV cache or running the whole window for every character:
+// tokens per second both ways.
+func BenchmarkSample(b *testing.B) {
+	for _, name := range []string{"small", "baby"} {
+		cfg, _ := Preset(name)
+		p := NewParams(cfg, 1)
+		tok, err := TokenizerFromChars(vocabChars(cfg.Vocab))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, full := range []bool{false, true} {
+			path := map[bool]string{false: "cached", true: "full-window"}[full]
+			b.Run(name+"/"+path, func(b *testing.B) {
+				s, err := NewSampler(p, tok)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				sc := SampleConfig{Tokens: cfg.Block - 1, Temperature: 1, FullWindow: full}
+				if _, err := s.generate([]int32{0}, sc, nil); err != nil { // compile the graphs
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := s.generate([]int32{0}, sc, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(sc.Tokens)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// vocabChars is a vocabulary of n distinct characters.
+func vocabChars(n int) string {
+	r := make([]rune, n)
+	for i := range r {
+		r[i] = rune('!' + i)
+	}
+	return string(r)
+}

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,28 +14,60 @@ type SampleConfig struct {
 	Temperature float64 // logits are divided by it; 0 picks the most likely token
 	TopK        int     // keep only the K most likely tokens; 0 keeps all
 	Seed        uint64  // the draws' random stream
+	// FullWindow runs the model over the whole window of the last Block
+	// characters for every token, as the reference sampler does, instead
+	// of decoding one token at a time against the KV cache. Both give the
+	// same tokens (the logits agree within 1e-5).
+	FullWindow bool
 }
 
-// Sampler generates text from a model, one character per forward pass over
-// the last Block characters (a B=1 evaluation graph). Generation is
+// ErrSampleConfig marks unusable sample settings.
+var ErrSampleConfig = errors.New("bad sample settings")
+
+// Validate reports the first unusable setting.
+func (sc SampleConfig) Validate() error {
+	switch {
+	case sc.Tokens < 0:
+		return fmt.Errorf("%w: tokens = %d, want >= 0", ErrSampleConfig, sc.Tokens)
+	case !(sc.Temperature >= 0) || math.IsInf(sc.Temperature, 0):
+		return fmt.Errorf("%w: temperature = %v, want a finite number >= 0", ErrSampleConfig, sc.Temperature)
+	case sc.TopK < 0:
+		return fmt.Errorf("%w: top-k = %d, want >= 0 (0 keeps all)", ErrSampleConfig, sc.TopK)
+	}
+	return nil
+}
+
+// Sampler generates text from a model. Each new character comes from the
+// logits at the last position of the window of the last Block characters.
+// By default they are decoded against a KV cache: the prompt (its last
+// Block characters) is prefilled once, then each character is one decode
+// step over the cache, until the text outgrows the block; from then on
+// every step shifts the window and with it every absolute position, so
+// the cache is rebuilt from the window (a prefill of Block characters).
+// With SampleConfig.FullWindow every step runs the whole window instead
+// (a B=1 evaluation graph of T = Block), the reference. Generation is
 // reproducible from SampleConfig.Seed.
 type Sampler struct {
-	model *Model
-	tok   *Tokenizer
-	ctx   []int32 // (1, T) window fed to the model
+	p   *Params
+	tok *Tokenizer
+	dec *Decoder // the cached path, made on first use
+	win *Model   // the full-window path, made on first use
+	ctx []int32  // (1, T) window fed to win
+	// The cache holds lastHeld, the tokens ids[heldFrom:] of the last call.
+	heldFrom int
+	lastHeld []int32
 }
 
-// NewSampler compiles the evaluation graph for p.
+// NewSampler makes a sampler for p; its graphs are compiled on first use.
 func NewSampler(p *Params, tok *Tokenizer) (*Sampler, error) {
 	cfg := p.Config()
-	if tok.Vocab() != cfg.Vocab {
-		return nil, fmt.Errorf("%w: vocabulary of %d characters, model of %d", ErrConfig, tok.Vocab(), cfg.Vocab)
-	}
-	m, err := NewModel(cfg, p, 1, cfg.Block, false)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Sampler{model: m, tok: tok, ctx: make([]int32, cfg.Block)}, nil
+	if tok.Vocab() != cfg.Vocab {
+		return nil, fmt.Errorf("%w: the tokenizer has %d characters, the model's vocabulary %d", ErrBadData, tok.Vocab(), cfg.Vocab)
+	}
+	return &Sampler{p: p, tok: tok}, nil
 }
 
 // Generate continues prompt by sc.Tokens characters and returns the
@@ -42,8 +75,8 @@ func NewSampler(p *Params, tok *Tokenizer) (*Sampler, error) {
 // A prompt character outside the vocabulary is an error wrapping
 // ErrBadData.
 func (s *Sampler) Generate(prompt string, sc SampleConfig) (string, error) {
-	if !(sc.Temperature >= 0) || math.IsInf(sc.Temperature, 0) || sc.TopK < 0 || sc.Tokens < 0 {
-		return "", fmt.Errorf("%w: temperature %v, top-k %d, tokens %d: want temperature >= 0, top-k >= 0, tokens >= 0", ErrConfig, sc.Temperature, sc.TopK, sc.Tokens)
+	if err := sc.Validate(); err != nil {
+		return "", err
 	}
 	ids, err := s.tok.Encode(prompt)
 	if err != nil {
@@ -52,22 +85,99 @@ func (s *Sampler) Generate(prompt string, sc SampleConfig) (string, error) {
 	if len(ids) == 0 {
 		ids = []int32{0}
 	}
+	out, err := s.generate(ids, sc, nil)
+	if err != nil {
+		return "", err
+	}
+	return s.tok.Decode(out), nil
+}
+
+// generate continues ids by sc.Tokens tokens and returns them; trace (if
+// not nil) sees the logits each token was drawn from.
+func (s *Sampler) generate(ids []int32, sc SampleConfig, trace func(logits []float32)) ([]int32, error) {
+	ids = slices.Clone(ids)
 	n0 := len(ids)
 	rng := rand.New(rand.NewPCG(sc.Seed, 0x73616d706c65)) // "sample"
-	T, V := s.model.T, s.model.cfg.Vocab
+	V := s.p.Config().Vocab
 	probs := make([]float64, V)
 	order := make([]int, V)
 	for range sc.Tokens {
-		win := ids[max(0, len(ids)-T):]
-		clear(s.ctx)
-		copy(s.ctx, win) // positions after the window are padding: causal attention never reads them
-		if _, err := s.model.Step(s.ctx, nil); err != nil {
-			return "", err
+		next := s.cached
+		if sc.FullWindow {
+			next = s.window
 		}
-		logits := s.model.Logits()[(len(win)-1)*V : len(win)*V] // (V) at the window's last position
+		logits, err := next(ids)
+		if err != nil {
+			return nil, err
+		}
+		if trace != nil {
+			trace(logits)
+		}
 		ids = append(ids, pick(logits, probs, order, sc, rng))
 	}
-	return s.tok.Decode(ids[n0:]), nil
+	return ids[n0:], nil
+}
+
+// window is the logits after ids from a forward over its last Block
+// tokens: the reference path.
+func (s *Sampler) window(ids []int32) ([]float32, error) {
+	cfg := s.p.Config()
+	if s.win == nil {
+		m, err := NewModel(cfg, s.p, 1, cfg.Block, false)
+		if err != nil {
+			return nil, err
+		}
+		s.win, s.ctx = m, make([]int32, cfg.Block)
+	}
+	win := ids[max(0, len(ids)-cfg.Block):]
+	clear(s.ctx)
+	copy(s.ctx, win) // positions after the window are padding: causal attention never reads them
+	if _, err := s.win.Step(s.ctx, nil); err != nil {
+		return nil, err
+	}
+	V := cfg.Vocab
+	return s.win.Logits()[(len(win)-1)*V : len(win)*V], nil // (V) at the window's last position
+}
+
+// cached is window's logits from the KV cache: one decode step when the
+// cache holds the window but its last token, else a prefill of the window.
+func (s *Sampler) cached(ids []int32) ([]float32, error) {
+	cfg := s.p.Config()
+	if s.dec == nil {
+		d, err := NewDecoder(s.p, 1)
+		if err != nil {
+			return nil, err
+		}
+		s.dec = d
+	}
+	from := max(0, len(ids)-cfg.Block)
+	held := s.dec.Len()
+	feed := ids[from:]
+	if from == s.heldFrom && held > 0 && held == len(feed)-1 && slices.Equal(s.lastHeld, feed[:held]) {
+		feed = feed[held:] // decode the one new token
+	} else {
+		s.dec.Reset() // a new prompt, or the window slid: every position moved
+		s.heldFrom = from
+	}
+	logits, err := s.dec.Append(feed)
+	if err != nil {
+		return nil, err
+	}
+	s.lastHeld = append(s.lastHeld[:0], ids[from:]...)
+	V := cfg.Vocab
+	return logits[len(logits)-V:], nil // (V) at the last position
+}
+
+// Close releases the compiled graphs.
+func (s *Sampler) Close() error {
+	var err error
+	if s.dec != nil {
+		err = s.dec.Close()
+	}
+	if s.win != nil {
+		err = errors.Join(err, s.win.Close())
+	}
+	return err
 }
 
 // pick draws the next token from logits under temperature and top-k.
