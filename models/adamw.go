@@ -77,17 +77,29 @@ func (a *AdamW) Config() AdamWConfig { return a.cfg }
 // training Step, at learning rate lr (lr <= 0 means the config's LR). It
 // returns the global gradient norm before clipping.
 func (a *AdamW) Step(m *Model, lr float64) (float64, error) {
+	g, err := a.Gradients(m)
+	if err != nil {
+		return 0, err
+	}
+	return a.update(g, lr), nil
+}
+
+// Gradients copies the model's gradients of the last training Step into
+// the optimizer's flat gradient, laid out like Params.Data, and returns it
+// (the optimizer's own slice, valid until the next call): what a caller
+// may change (scale, all-reduce) before StepFlat applies it.
+func (a *AdamW) Gradients(m *Model) ([]float32, error) {
 	if m.params != a.params {
-		return 0, fmt.Errorf("adamw: the model reads other parameters than the optimizer updates")
+		return nil, fmt.Errorf("adamw: the model reads other parameters than the optimizer updates")
 	}
 	if !m.train {
-		return 0, fmt.Errorf("adamw: the model has no gradients (built with train=false)")
+		return nil, fmt.Errorf("adamw: the model has no gradients (built with train=false)")
 	}
 	p := a.params
 	for i, n := range p.names {
 		copy(a.flat[p.offsets[i]:p.offsets[i]+len(p.slice(i))], m.Grad(n))
 	}
-	return a.update(a.flat, lr), nil
+	return a.flat, nil
 }
 
 // StepFlat applies one update with gradients laid out like Params.Data

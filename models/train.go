@@ -84,6 +84,13 @@ type Trainer struct {
 	Losses  []float32 // training loss of every step so far
 	History []Point   // validations so far
 
+	// GradHook, when set, runs in every TrainStep between the backward and
+	// the optimizer: the gradients of the step are final and laid out like
+	// Params.Data in grad, the update is not applied yet. It may change
+	// grad in place (scale it, all-reduce it across processes); AdamW then
+	// applies what it holds. An error stops the step before the update.
+	GradHook func(step int, grad []float32) error
+
 	step    int // steps done
 	model   *Model
 	eval    *Model
@@ -161,6 +168,15 @@ func (t *Trainer) ensureModel() error {
 	return nil
 }
 
+// Model is the compiled training model (for its gradient schedule and
+// OnGradReady), compiled now if it was not yet.
+func (t *Trainer) Model() (*Model, error) {
+	if err := t.ensureModel(); err != nil {
+		return nil, err
+	}
+	return t.model, nil
+}
+
 // Close releases the compiled graphs.
 func (t *Trainer) Close() error {
 	var err error
@@ -175,8 +191,9 @@ func (t *Trainer) Close() error {
 // StepsDone is the number of training steps taken so far.
 func (t *Trainer) StepsDone() int { return t.step }
 
-// TrainStep draws the next batch, runs forward and backward, and applies
-// one AdamW update at the schedule's learning rate. It returns the loss.
+// TrainStep draws the next batch, runs forward and backward, calls
+// GradHook, and applies one AdamW update at the schedule's learning rate.
+// It returns the loss.
 func (t *Trainer) TrainStep() (float32, error) {
 	if err := t.ensureModel(); err != nil {
 		return 0, err
@@ -187,7 +204,16 @@ func (t *Trainer) TrainStep() (float32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("step %d: %w", t.step, err)
 	}
-	if _, err := t.Opt.Step(t.model, t.Cfg.Schedule().At(t.step)); err != nil {
+	grad, err := t.Opt.Gradients(t.model)
+	if err != nil {
+		return 0, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	if t.GradHook != nil {
+		if err := t.GradHook(t.step, grad); err != nil {
+			return 0, fmt.Errorf("step %d: gradient hook: %w", t.step, err)
+		}
+	}
+	if _, err := t.Opt.StepFlat(grad, t.Cfg.Schedule().At(t.step)); err != nil {
 		return 0, fmt.Errorf("step %d: %w", t.step, err)
 	}
 	t.step++
