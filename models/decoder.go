@@ -115,8 +115,7 @@ func (d *Decoder) graph(T int) (*decodeGraph, error) {
 	if n.err != nil {
 		return nil, fmt.Errorf("build decoder graph: %w", n.err)
 	}
-	o := modelOptions{}
-	o.arena.InPlace = true
+	o := modelOptions{arena: defaultArena()}
 	for _, opt := range d.opts {
 		opt(&o)
 	}

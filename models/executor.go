@@ -18,6 +18,10 @@ type modelOptions struct {
 	arena arena.Options
 }
 
+// defaultArena is how a model's arena is planned unless WithArena says
+// otherwise: the default planner, ops in place where legal.
+func defaultArena() arena.Options { return arena.Options{InPlace: true} }
+
 // WithTapeMachine runs the graph with gorgonia's TapeMachine, which
 // allocates every op output on every step: the reference the arena
 // executor is tested against.

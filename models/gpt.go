@@ -7,8 +7,6 @@ import (
 	_ "go4.org/unsafe/assume-no-moving-gc" // gorgonia panics at start on Go 1.26 without it
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
-
-	"gptlab/planner/arena"
 )
 
 // Model is the GPT's graph for one batch shape (B, T), built from the
@@ -58,7 +56,7 @@ type gradParts struct {
 // planner/arena); WithTapeMachine selects gorgonia's TapeMachine, which
 // the tests keep as the reference.
 func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) (*Model, error) {
-	o := modelOptions{arena: arena.Options{InPlace: true}}
+	o := modelOptions{arena: defaultArena()}
 	for _, opt := range opts {
 		opt(&o)
 	}
