@@ -1,0 +1,37 @@
+package precision_test
+
+import (
+	"fmt"
+	"math"
+
+	"gptlab/precision"
+)
+
+func ExampleToBF16() {
+	negZero := float32(math.Copysign(0, -1))
+	for _, x := range []float32{1, 1 + 1.0/256, 1 + 3.0/256, 3.4e38, negZero} {
+		fmt.Printf("%g -> %#04x -> %g\n", x, precision.ToBF16(x), precision.FromBF16(precision.ToBF16(x)))
+	}
+	// Output:
+	// 1 -> 0x3f80 -> 1
+	// 1.0039062 -> 0x3f80 -> 1
+	// 1.0117188 -> 0x3f82 -> 1.015625
+	// 3.4e+38 -> 0x7f80 -> +Inf
+	// -0 -> 0x8000 -> -0
+}
+
+func ExampleEncodeFP16() {
+	src := []float32{65504, 65520, 1e-8, 6e-8}
+	h := make([]uint16, len(src))
+	precision.EncodeFP16(h, src)
+	fmt.Printf("%#04x\n", h)
+	precision.EncodeFP16Sat(h, src)
+	fmt.Printf("%#04x\n", h)
+	back := make([]float32, len(h))
+	precision.DecodeFP16(back, h)
+	fmt.Println(back)
+	// Output:
+	// [0x7bff 0x7c00 0x0000 0x0001]
+	// [0x7bff 0x7bff 0x0000 0x0001]
+	// [65504 65504 0 5.9604645e-08]
+}
