@@ -25,6 +25,18 @@ import (
 // differentiated as a unit: the same ops in the same order as inside the
 // whole model, so the gradients are bitwise the whole model's.
 func Backward(outputs, gradOutputs, wrt G.Nodes) (G.Nodes, error) {
+	return BackwardReading(outputs, gradOutputs, wrt, nil)
+}
+
+// BackwardReading is Backward where the backward ops read read(n) in
+// place of each forward value n they need (an op's inputs and output, as
+// its SymDiff receives them); read returns n itself to keep it, and is
+// called while the backward of the op reading n is built. Two labs need
+// it: mixed precision keeps an activation for the backward as 16-bit
+// storage and hands the backward its cast back up to float32; gradient
+// checkpointing hands it the recomputed copy of a value the forward
+// dropped. read must return a node of n's shape and type.
+func BackwardReading(outputs, gradOutputs, wrt G.Nodes, read func(n *G.Node) (*G.Node, error)) (G.Nodes, error) {
 	if len(outputs) != len(gradOutputs) {
 		return nil, fmt.Errorf("backward: %d outputs, %d output gradients", len(outputs), len(gradOutputs))
 	}
@@ -77,7 +89,13 @@ func Backward(outputs, gradOutputs, wrt G.Nodes) (G.Nodes, error) {
 		if !need {
 			continue
 		}
-		gs, err := sd.SymDiff(in, n, g)
+		args, self := in, n
+		if read != nil {
+			if args, self, err = substitute(in, n, read); err != nil {
+				return nil, fmt.Errorf("backward: %v: %w", n, err)
+			}
+		}
+		gs, err := sd.SymDiff(args, self, g)
 		if err != nil {
 			return nil, fmt.Errorf("backward: %v (%v): %w", n, n.Op(), err)
 		}
@@ -92,6 +110,32 @@ func Backward(outputs, gradOutputs, wrt G.Nodes) (G.Nodes, error) {
 		out[i] = grads[w]
 	}
 	return out, nil
+}
+
+// substitute is what the backward of op node n reads: read of each
+// input and of n.
+func substitute(in G.Nodes, n *G.Node, read func(*G.Node) (*G.Node, error)) (G.Nodes, *G.Node, error) {
+	swap := func(x *G.Node) (*G.Node, error) {
+		r, err := read(x)
+		switch {
+		case err != nil:
+			return nil, err
+		case r == nil:
+			return x, nil
+		case !r.Shape().Eq(x.Shape()) || r.Dtype() != x.Dtype():
+			return nil, fmt.Errorf("read(%v) is %v %v, want %v %v", x, r.Shape(), r.Dtype(), x.Shape(), x.Dtype())
+		}
+		return r, nil
+	}
+	args := make(G.Nodes, len(in))
+	for i, c := range in {
+		var err error
+		if args[i], err = swap(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	self, err := swap(n)
+	return args, self, err
 }
 
 // sumNodes is ((a + b) + c) + …, or a alone.

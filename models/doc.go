@@ -1,25 +1,35 @@
 // Package models owns the small GPT of gptlab: configuration presets
 // (Config, Preset), parameters under nanoGPT's names in one backing slice
-// (Params), the gorgonia graph of a training or evaluation step (Model),
-// AdamW exactly as torch.optim.AdamW, counter-based dropout masks, and
+// (Params), the layer functions the graphs are built from (layers.go:
+// embed, linear, attention, mlp, the two halves of a block, head, as
+// nanoGPT's model.py reads), the graphs built from them — a training or
+// evaluation step (Model), a KV-cached decoder (Decoder: prefill and one-
+// token decode), a segment of the forward as a unit with its own backward
+// (Unit, Chain) — their reverse-mode differentiation (Backward), AdamW
+// exactly as torch.optim.AdamW with a hook between the backward and the
+// update (Trainer.GradHook) and each gradient's moment in the schedule
+// (GradSchedule, OnGradReady), counter-based dropout masks, and
 // safetensors I/O. Data, tokenizer, corpus, batching, sampling and the
 // training loop live in this package too, in their own files. It does not
-// own memory planning (package planner), precision conversion (package
-// precision) or parallelism (package parallel).
+// own memory planning (package planner), the executor and its generic ops
+// (package planner/arena), precision conversion (package precision) or
+// parallelism (package parallel).
 //
-// The graph is built from gorgonia's sound ops (BatchedMatMul, ByIndices,
-// Add, HadamardProd) and this package's custom ops, each a gorgonia SDOp
-// whose SymDiff builds its backward ops, so gorgonia.Grad differentiates
-// the whole model; every op implements UsePreallocDoer so a planned arena
-// can hold its output: AddBias/ColSum, LayerNorm (eps 1e-5), GELU (exact,
-// erf), SplitHeads/MergeHeads, CausalSoftmax (mask, scale and softmax
-// fused) and CrossEntropy (log-softmax and NLL fused, mean over B*T).
+// The graphs are gorgonia graphs of this package's ops and of package
+// arena's (MatMul, Add, Masked, Gather, Reshape, Cast); every op is a
+// gorgonia SDOp whose SymDiff builds its backward ops, and an arena.Kernel
+// that runs allocation-free on storage bound once: AddBias/ColSum,
+// LayerNorm (eps 1e-5), GELU (exact, erf), SplitHeads/MergeHeads,
+// CausalSoftmax (mask, scale and softmax fused), CrossEntropy (log-softmax
+// and NLL fused, mean over B*T) and CachedAttention (append to a KV cache
+// and attend over it, forward only).
 //
 // Numerics follow ../shared/peer/gpt_reference.py: on its golden cases
 // (../shared/golden/tiny and testdata/golden) the logits, the loss and
 // every gradient agree within 1e-4 absolute and three AdamW steps within
 // 1e-5 (parity_test.go).
 //
-// Dimension letters in shape comments: B batch, T sequence length, C
-// embedding width, H heads, hs = C/H head size, V vocabulary, N = B*T rows.
+// Dimension letters in shape comments: B batch, T sequence length (the
+// query length of a graph), C embedding width, H heads, hs = C/H head
+// size, V vocabulary, N = B*T rows.
 package models

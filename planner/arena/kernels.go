@@ -62,6 +62,49 @@ func runOnce(op binder, name string, outType Dtype, out gorgonia.Value, in []gor
 	return out, nil
 }
 
+// shapedOp is an op of this package whose output shape follows from its
+// inputs' shapes.
+type shapedOp interface {
+	binder
+	String() string
+	outShape(in []tensor.Shape) (tensor.Shape, error)
+}
+
+// runFloat is the Do (out nil: allocated) and UsePreallocDo of an op whose
+// output has the float type of its first floats inputs (float32 or
+// float64, all the same) and the shape outShape gives.
+func runFloat(op shapedOp, out gorgonia.Value, in []gorgonia.Value, floats int) (gorgonia.Value, error) {
+	s, err := op.outShape(valueShapes(in))
+	if err != nil {
+		return nil, err
+	}
+	d, err := floatType(op.String(), in[:floats]...)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = alloc(d, s)
+	}
+	return runOnce(op, op.String(), d, out, in)
+}
+
+// checkShaped is the check at the start of a shapedOp's bind: storage of
+// the given types (see checkBufs; out's type first), and an output of the
+// shape the op computes from its inputs, which it returns.
+func checkShaped(op shapedOp, out Buf, in []Buf, outType Dtype, inTypes ...Dtype) (tensor.Shape, error) {
+	if err := checkBufs(op.String(), out, in, outType, inTypes...); err != nil {
+		return nil, err
+	}
+	s, err := op.outShape(bufShapes(in))
+	if err != nil {
+		return nil, err
+	}
+	if !out.Shape.Eq(s) {
+		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
+	}
+	return s, nil
+}
+
 // alloc is a zeroed dense tensor of type d and shape s.
 func alloc(d Dtype, s tensor.Shape) *tensor.Dense {
 	return tensor.New(tensor.WithShape(s.Clone()...), tensor.Of(d.Tensor()))

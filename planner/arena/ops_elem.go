@@ -61,7 +61,7 @@ func (ElemOp) Type() hm.Type {
 	return hm.NewFnType(a, a, a)
 }
 
-func (op ElemOp) check(in []tensor.Shape) (tensor.Shape, error) {
+func (op ElemOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if !in[0].Eq(in[1]) {
 		return nil, fmt.Errorf("%v: shapes %v and %v differ", op, in[0], in[1])
 	}
@@ -69,27 +69,13 @@ func (op ElemOp) check(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (op ElemOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.check(shapesOf(in))
+	return op.outShape(shapesOf(in))
 }
 
-func (op ElemOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	s, err := op.check(valueShapes(in))
-	if err != nil {
-		return nil, err
-	}
-	d, err := floatType(op.String(), in...)
-	if err != nil {
-		return nil, err
-	}
-	return op.UsePreallocDo(alloc(d, s), in...)
-}
+func (op ElemOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return runFloat(op, nil, in, 2) }
 
 func (op ElemOp) UsePreallocDo(out gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	d, err := floatType(op.String(), in...)
-	if err != nil {
-		return nil, err
-	}
-	return runOnce(op, op.String(), d, out, in)
+	return runFloat(op, out, in, 2)
 }
 
 // BindKernel implements Kernel.
@@ -102,14 +88,8 @@ func (ElemOp) InPlaceInputs() []int { return []int{0, 1} }
 const elemGrain = 4096
 
 func (op ElemOp) bind(out Buf, in []Buf) (func(), error) {
-	if err := checkBufs(op.String(), out, in, out.Dtype, out.Dtype, out.Dtype); err != nil {
+	if _, err := checkShaped(op, out, in, out.Dtype, out.Dtype, out.Dtype); err != nil {
 		return nil, err
-	}
-	if _, err := op.check(bufShapes(in)); err != nil {
-		return nil, err
-	}
-	if !out.Shape.Eq(in[0].Shape) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, in[0].Shape)
 	}
 	switch out.Dtype {
 	case F64:

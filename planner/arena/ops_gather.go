@@ -29,7 +29,7 @@ func (GatherOp) Type() hm.Type {
 	return hm.NewFnType(tensorType(2, a), tensorType(1, tensor.Int), tensorType(2, a))
 }
 
-func (op GatherOp) check(in []tensor.Shape) (tensor.Shape, error) {
+func (op GatherOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	t, idx := in[0], in[1]
 	if t.Dims() != 2 || idx.Dims() != 1 {
 		return nil, fmt.Errorf("%v: table %v and indices %v, want (R, C) and (N)", op, t, idx)
@@ -38,42 +38,22 @@ func (op GatherOp) check(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (op GatherOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.check(shapesOf(in))
+	return op.outShape(shapesOf(in))
 }
 
-func (op GatherOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	s, err := op.check(valueShapes(in))
-	if err != nil {
-		return nil, err
-	}
-	d, err := floatType(op.String(), in[0])
-	if err != nil {
-		return nil, err
-	}
-	return op.UsePreallocDo(alloc(d, s), in...)
-}
+func (op GatherOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return runFloat(op, nil, in, 1) }
 
 func (op GatherOp) UsePreallocDo(out gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	d, err := floatType(op.String(), in[0])
-	if err != nil {
-		return nil, err
-	}
-	return runOnce(op, op.String(), d, out, in)
+	return runFloat(op, out, in, 1)
 }
 
 // BindKernel implements Kernel.
 func (op GatherOp) BindKernel(out Buf, in []Buf) (func(), bool) { return bindKernel(op, out, in) }
 
 func (op GatherOp) bind(out Buf, in []Buf) (func(), error) {
-	if err := checkBufs(op.String(), out, in, out.Dtype, out.Dtype, Int); err != nil {
-		return nil, err
-	}
-	s, err := op.check(bufShapes(in))
+	s, err := checkShaped(op, out, in, out.Dtype, out.Dtype, Int)
 	if err != nil {
 		return nil, err
-	}
-	if !out.Shape.Eq(s) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	rows, c, idx := in[0].Shape[0], s[1], in[1].Int
 	switch out.Dtype {
@@ -129,7 +109,7 @@ func (ScatterAddOp) Type() hm.Type {
 	return hm.NewFnType(tensorType(2, a), tensorType(1, tensor.Int), tensorType(2, a))
 }
 
-func (op ScatterAddOp) check(in []tensor.Shape) (tensor.Shape, error) {
+func (op ScatterAddOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	g, idx := in[0], in[1]
 	if g.Dims() != 2 || idx.Dims() != 1 || idx[0] != g[0] || op.Rows < 1 {
 		return nil, fmt.Errorf("%v: gradient %v and indices %v, want (N, C) and (N)", op, g, idx)
@@ -138,27 +118,15 @@ func (op ScatterAddOp) check(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (op ScatterAddOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.check(shapesOf(in))
+	return op.outShape(shapesOf(in))
 }
 
 func (op ScatterAddOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	s, err := op.check(valueShapes(in))
-	if err != nil {
-		return nil, err
-	}
-	d, err := floatType(op.String(), in[0])
-	if err != nil {
-		return nil, err
-	}
-	return op.UsePreallocDo(alloc(d, s), in...)
+	return runFloat(op, nil, in, 1)
 }
 
 func (op ScatterAddOp) UsePreallocDo(out gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	d, err := floatType(op.String(), in[0])
-	if err != nil {
-		return nil, err
-	}
-	return runOnce(op, op.String(), d, out, in)
+	return runFloat(op, out, in, 1)
 }
 
 // BindKernel implements Kernel.
@@ -167,15 +135,9 @@ func (op ScatterAddOp) BindKernel(out Buf, in []Buf) (func(), bool) {
 }
 
 func (op ScatterAddOp) bind(out Buf, in []Buf) (func(), error) {
-	if err := checkBufs(op.String(), out, in, out.Dtype, out.Dtype, Int); err != nil {
-		return nil, err
-	}
-	s, err := op.check(bufShapes(in))
+	s, err := checkShaped(op, out, in, out.Dtype, out.Dtype, Int)
 	if err != nil {
 		return nil, err
-	}
-	if !out.Shape.Eq(s) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	c, idx := s[1], in[1].Int
 	switch out.Dtype {

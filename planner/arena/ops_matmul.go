@@ -95,39 +95,19 @@ func (op MatMulOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
 	return op.outShape(shapesOf(in))
 }
 
-func (op MatMulOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
-	s, err := op.outShape(valueShapes(in))
-	if err != nil {
-		return nil, err
-	}
-	d, err := floatType(op.String(), in...)
-	if err != nil {
-		return nil, err
-	}
-	return op.UsePreallocDo(alloc(d, s), in...)
-}
+func (op MatMulOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) { return runFloat(op, nil, in, 2) }
 
 func (op MatMulOp) UsePreallocDo(out gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
-	d, err := floatType(op.String(), in...)
-	if err != nil {
-		return nil, err
-	}
-	return runOnce(op, op.String(), d, out, in)
+	return runFloat(op, out, in, 2)
 }
 
 // BindKernel implements Kernel.
 func (op MatMulOp) BindKernel(out Buf, in []Buf) (func(), bool) { return bindKernel(op, out, in) }
 
 func (op MatMulOp) bind(out Buf, in []Buf) (func(), error) {
-	if err := checkBufs(op.String(), out, in, out.Dtype, out.Dtype, out.Dtype); err != nil {
-		return nil, err
-	}
-	s, err := op.outShape(bufShapes(in))
+	_, err := checkShaped(op, out, in, out.Dtype, out.Dtype, out.Dtype)
 	if err != nil {
 		return nil, err
-	}
-	if !out.Shape.Eq(s) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	batch, m, n, k, _ := op.dims(in[0].Shape, in[1].Shape)
 	lda, ldb := k, n
