@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot/vg"
@@ -29,7 +30,13 @@ type arenaConfig struct {
 
 func init() {
 	Register("arena", "the GPT's graph run from one planned arena: lifetimes, peak, speed",
-		arenaConfig{Configs: []string{"tiny", "small", "baby"}, Alignment: 64, Algo: "search", InPlace: true, Steps: 5}, runArena)
+		arenaConfig{Configs: []string{"tiny", "small", "baby"}, Alignment: 64, Algo: "search", InPlace: true, Steps: 5},
+		arenaQuick, runArena)
+}
+
+// arenaQuick plans and times the first two presets, two steps each.
+func arenaQuick(c *arenaConfig) {
+	c.Configs, c.Steps = c.Configs[:min(len(c.Configs), 2)], min(c.Steps, 2)
 }
 
 func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Report, error) {
@@ -43,10 +50,10 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 	if err != nil {
 		return nil, usageError("--set algo=%s: %v", cfg.Algo, err)
 	}
-	configs, steps := cfg.Configs, cfg.Steps
-	if opt.Quick {
-		configs, steps = configs[:min(len(configs), 2)], min(steps, 2)
+	if len(cfg.Configs) == 0 {
+		return nil, usageError("--set configs=: name at least one preset (%s)", strings.Join(models.PresetNames(), ", "))
 	}
+	configs, steps := cfg.Configs, cfg.Steps
 	r := reports.New("arena", "The GPT's graph run from one planned arena")
 	sizes := r.AddTable("Intermediates of one step: naive sum, lower bound and the planned arena ("+algo.Name+")",
 		"config", "pass", "ops", "planned", "in place", "naive bytes", "bound bytes", "arena bytes", "arena/bound", "outside bytes",

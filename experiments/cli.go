@@ -152,7 +152,7 @@ func (rf *runFlags) options(stderr io.Writer) Options {
 	if rf.format == "json" || rf.format == "csv" {
 		log = io.Discard
 	}
-	return Options{Seed: rf.seed, Quick: rf.quick, Log: log, Out: rf.out}
+	return Options{Seed: rf.seed, Log: log, Out: rf.out}
 }
 
 func runCommand(name string, args []string, stdout, stderr io.Writer) error {
@@ -164,11 +164,8 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !l.Built {
-		return fmt.Errorf("lab %q is in the design but %w (it comes with its own issue)", name, ErrNotBuilt)
-	}
-	cfg := l.config()
-	if err := applySets(cfg, rf.sets); err != nil {
+	cfg, err := l.Config(rf.quick, rf.sets)
+	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -177,6 +174,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	r.Config.Set("quick", rf.quick)
 	return emit(r, rf.format, rf.out, stdout)
 }
 
@@ -193,8 +191,9 @@ func emit(r *reports.Report, format, out string, stdout io.Writer) error {
 	return nil
 }
 
-// RunLab runs a built lab with a config (a pointer from the lab's defaults)
-// and fills in the report's config and environment. A panic inside the lab
+// RunLab runs a built lab with a config (from Lab.Config; nil: the
+// defaults) and fills in the report's config, which is the config after
+// the lab resolved its defaults, and environment. A panic inside the lab
 // (graph construction panics on shape errors) becomes an error.
 func RunLab(ctx context.Context, l *Lab, cfg any, opt Options) (r *reports.Report, err error) {
 	if !l.Built {
@@ -221,7 +220,6 @@ func RunLab(ctx context.Context, l *Lab, cfg any, opt Options) (r *reports.Repor
 	r.Lab = l.Name
 	cv := configValues(cfg)
 	cv.Set("seed", opt.Seed)
-	cv.Set("quick", opt.Quick)
 	r.Config = cv
 	r.Env = reports.CurrentEnv()
 	return r, nil
@@ -275,7 +273,11 @@ func exitGate(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(opt.Log, "exit-gate: running %s\n", l.Name)
 		t0 := time.Now()
-		r, err := RunLab(ctx, l, nil, opt)
+		cfg, err := l.Config(rf.quick, nil)
+		var r *reports.Report
+		if err == nil {
+			r, err = RunLab(ctx, l, cfg, opt)
+		}
 		secs := time.Since(t0).Seconds()
 		if err != nil {
 			gate.Check(l.Name+": lab ran", false, "%s", oneLine(err))

@@ -21,7 +21,7 @@ type probeConfig struct {
 }
 
 func init() {
-	Register("test-probe", "a lab used by the command-line tests", probeConfig{Size: 3},
+	Register("test-probe", "a lab used by the command-line tests", probeConfig{Size: 3}, nil,
 		func(ctx context.Context, cfg *probeConfig, opt Options) (*reports.Report, error) {
 			if cfg.Panic {
 				panic("shape mismatch")

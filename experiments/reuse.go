@@ -23,7 +23,7 @@ import (
 // reuseConfig holds the lab's settings and their defaults.
 type reuseConfig struct {
 	Alignment int64    `set:"alignment" help:"bytes every offset is a multiple of (a power of two)"`
-	Algos     []string `set:"algos" help:"planners to compare, comma-separated (empty: every registered planner)"`
+	Algos     []string `set:"algos" help:"planners to compare, comma-separated (empty: every registered planner; the report names them)"`
 	Seeds     int      `set:"seeds" help:"random problems planned by each planner"`
 	RandomN   int      `set:"random-n" help:"temporaries in each random problem"`
 	Instances string   `set:"instances" help:"directory of MiniMalloc CSV files to plan as well (empty: none)"`
@@ -32,7 +32,12 @@ type reuseConfig struct {
 
 func init() {
 	Register("reuse", "buffer liveness and reuse: planners, lower bound, verified by simulation",
-		reuseConfig{Alignment: 64, Algos: []string{}, Seeds: 20, RandomN: 200, ScaleN: 100_000}, runReuse)
+		reuseConfig{Alignment: 64, Algos: []string{}, Seeds: 20, RandomN: 200, ScaleN: 100_000}, reuseQuick, runReuse)
+}
+
+// reuseQuick plans fewer and smaller random problems and a smaller scale.
+func reuseQuick(c *reuseConfig) {
+	c.Seeds, c.RandomN, c.ScaleN = min(c.Seeds, 5), min(c.RandomN, 60), min(c.ScaleN, 10_000)
 }
 
 // reusePlanned is one planner's verified plan of one problem.
@@ -47,8 +52,9 @@ func runReuse(ctx context.Context, cfg *reuseConfig, opt Options) (*reports.Repo
 	if err != nil {
 		return nil, err
 	}
-	if opt.Quick { // the report's config shows what was run
-		cfg.Seeds, cfg.RandomN, cfg.ScaleN = min(cfg.Seeds, 5), min(cfg.RandomN, 60), min(cfg.ScaleN, 10_000)
+	cfg.Algos = cfg.Algos[:0] // the report's config names the planners that ran
+	for _, a := range algos {
+		cfg.Algos = append(cfg.Algos, a.Name)
 	}
 	seeds, n := cfg.Seeds, cfg.RandomN
 	r := reports.New("reuse", "Buffer liveness and reuse")
