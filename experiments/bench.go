@@ -163,9 +163,9 @@ func benchTrain(bc *benchConfig, steps int, seed int64) (*reports.Report, error)
 	r.Metric("gc_cycles_per_step", float64(after.NumGC-before.NumGC)/K)
 	r.Metric("peak_heap_bytes", *peak)
 	r.Metric("parameter_count", p.Count())
-	t := r.AddTable("Timed steps", "step", "ms", "loss")
+	t := r.AddTable("Timed steps", reports.Int("step"), reports.Duration("time", time.Millisecond, 3), reports.Float("loss", 4))
 	for k := range steps {
-		t.Row(k+1, float64(times[k].Microseconds())/1e3, losses[k])
+		t.Row(k+1, times[k], losses[k])
 	}
 	r.Check("loss falls on the fixed batch", losses[steps-1] < losses[0],
 		"loss %.4f at the first timed step, %.4f at the last: the steps update the model", losses[0], losses[steps-1])

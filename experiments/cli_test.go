@@ -29,7 +29,7 @@ func init() {
 			r := reports.New("test-probe", "probe")
 			r.Metric("size_bytes", cfg.Size)
 			r.Metric("seed", opt.Seed)
-			t := r.AddTable("numbers", "name", "value")
+			t := r.AddTable("numbers", reports.Text("name"), reports.Int("value"))
 			t.Row("size", cfg.Size)
 			r.Check("size is positive", !cfg.Fail && cfg.Size > 0, "size=%d", cfg.Size)
 			return r, nil

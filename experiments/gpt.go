@@ -251,16 +251,15 @@ func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*repo
 		r.Metric("gap_to_oracle_nats", last.Val-gptMean(oracle))
 	}
 
-	t := r.AddTable("Loss curve (nats per character)", "step", "train loss", "val loss", "training time (s)")
+	t := r.AddTable("Loss curve (nats per character)", reports.Int("step"), reports.Float("train loss", 4),
+		reports.Float("val loss", 4), reports.Float("training time (s)", 2))
 	reached := -1 // index of the first point at or below the target
 	for i, p := range tr.History {
-		train, secs := "—", "—"
-		if !math.IsNaN(p.Train) {
-			train = reports.Cell(p.Train)
-		}
+		var secs any // not measured in this run (a resumed run's earlier steps)
 		if s, ok := run.trainSeconds(p.Step); ok {
-			secs = reports.Cell(s)
+			secs = s
 		}
+		train := p.Train // NaN at step 0: shown as missing
 		t.Row(p.Step, train, p.Val, secs)
 		if reached < 0 && c.Target > 0 && p.Val <= c.Target {
 			reached = i
@@ -280,7 +279,8 @@ func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*repo
 	}
 
 	if src := data.Source; src != nil {
-		b := r.AddTable("Best achievable on the embedded corpus", "quantity", "nats/char", "what it is")
+		b := r.AddTable("Best achievable on the embedded corpus", reports.Text("quantity"), reports.Float("nats/char", 4),
+			reports.Text("what it is"))
 		b.Row("unigram entropy", src.UnigramEntropy(), "best loss from character frequencies alone")
 		b.Row("H(X | previous char)", src.ConditionalEntropy(1), "best loss from one character of context")
 		b.Row("entropy rate", src.EntropyRate(), "Σ_s π(s)·H(P(·|s)): best loss with unlimited context")
@@ -298,7 +298,7 @@ func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*repo
 		if err != nil {
 			return nil, err
 		}
-		st := r.AddTable("Sample (temperature 1, from token 0)", "from", "text")
+		st := r.AddTable("Sample (temperature 1, from token 0)", reports.Text("from"), reports.Text("text"))
 		st.Row("model", fmt.Sprintf("%q", text))
 		st.Row("validation text", fmt.Sprintf("%q", data.Tok.Decode(data.Val[:min(sampleChars, len(data.Val))])))
 	}
