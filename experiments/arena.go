@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sort"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot/vg"
@@ -29,7 +30,13 @@ type arenaConfig struct {
 
 func init() {
 	Register("arena", "the GPT's graph run from one planned arena: lifetimes, peak, speed",
-		arenaConfig{Configs: []string{"tiny", "small", "baby"}, Alignment: 64, Algo: "search", InPlace: true, Steps: 5}, runArena)
+		arenaConfig{Configs: []string{"tiny", "small", "baby"}, Alignment: 64, Algo: "search", InPlace: true, Steps: 5},
+		arenaQuick, runArena)
+}
+
+// arenaQuick plans and times the first two presets, two steps each.
+func arenaQuick(c *arenaConfig) {
+	c.Configs, c.Steps = c.Configs[:min(len(c.Configs), 2)], min(c.Steps, 2)
 }
 
 func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Report, error) {
@@ -43,24 +50,27 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 	if err != nil {
 		return nil, usageError("--set algo=%s: %v", cfg.Algo, err)
 	}
-	configs, steps := cfg.Configs, cfg.Steps
-	if opt.Quick {
-		configs, steps = configs[:min(len(configs), 2)], min(steps, 2)
+	if len(cfg.Configs) == 0 {
+		return nil, usageError("--set configs=: name at least one preset (%s)", strings.Join(models.PresetNames(), ", "))
 	}
+	configs, steps := cfg.Configs, cfg.Steps
 	r := reports.New("arena", "The GPT's graph run from one planned arena")
+	col, bytes, num, rat := reports.Text, reports.Bytes, reports.Int, reports.Ratio
 	sizes := r.AddTable("Intermediates of one step: naive sum, lower bound and the planned arena ("+algo.Name+")",
-		"config", "pass", "ops", "planned", "in place", "naive bytes", "bound bytes", "arena bytes", "arena/bound", "outside bytes",
-		"kernel ops", "UsePreallocDo ops", "allocating ops")
+		col("config"), col("pass"), num("ops"), num("planned"), num("in place"), bytes("naive"), bytes("bound"),
+		bytes("arena"), rat("arena / bound"), bytes("outside"))
 	planners := r.AddTable("Every planner on the same lifetimes (training step)",
-		"config", "planner", "arena bytes", "ratio to bound", "saved vs naive", "slots", "plan ms")
+		col("config"), col("planner"), bytes("arena"), rat("arena / bound"), bytes("saved vs naive"), num("slots"),
+		reports.Float("plan (ms)", 3))
 	wall := r.AddTable("The activation wall: what training adds to the forward pass",
-		"config", "forward arena bytes", "training arena bytes", "ratio")
+		col("config"), bytes("forward arena"), bytes("training arena"), rat("training / forward"))
 	parity := r.AddTable("Arena executor against the TapeMachine (same graph, same batch)",
-		"config", "pass", "outputs compared", "max |diff|", "bitwise")
+		col("config"), col("pass"), num("outputs compared"), reports.Significant("max |diff|", 2), col("bitwise"))
 	update := r.AddTable("The training step with the AdamW update: parameters in the schedule, updated in place",
-		"config", "parameter nodes", "donated", "in-place updates legal", "arena bytes", "bound bytes", "why not (first refusal)")
+		col("config"), num("parameter nodes"), col("donated"), num("updates legal in place"), bytes("arena"),
+		rat("arena / bound"), col("why not (first refusal)"))
 	speed := r.AddTable(fmt.Sprintf("One training step, TapeMachine against the arena (median of %d)", steps),
-		"config", "executor", "step ms", "allocs per step", "bytes allocated per step")
+		col("config"), col("executor"), reports.Float("step (ms)", 2), num("allocs per step"), bytes("allocated per step"))
 	var last *arenaResult
 	for _, name := range configs {
 		mc, err := models.Preset(name)
@@ -77,7 +87,10 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 			}
 			st := res.stats
 			sizes.Row(name, pass, st.Steps, st.Planned, st.InPlace, st.NaiveBytes, st.BoundBytes, st.ArenaBytes,
-				ratio(st.ArenaBytes, st.BoundBytes), st.OutsideBytes, st.Kernels, st.Prealloc, st.Allocating)
+				ratio(st.ArenaBytes, st.BoundBytes), st.OutsideBytes)
+			r.Check(fmt.Sprintf("%s %s: every op runs a kernel into the arena", name, pass),
+				st.Kernels == st.Steps && st.Prealloc == 0 && st.Allocating == 0,
+				"%d of %d ops run a kernel; %d through UsePreallocDo, %d allocating", st.Kernels, st.Steps, st.Prealloc, st.Allocating)
 			parity.Row(name, pass, res.compared, res.diff, res.diff == 0)
 			r.Check(fmt.Sprintf("%s %s: arena run equals the TapeMachine's", name, pass), res.diff == 0,
 				"%d outputs (loss, logits%s), max |diff| %g", res.compared, map[bool]string{true: ", every gradient"}[train], res.diff)
@@ -100,7 +113,7 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 					float64(time.Since(t0).Microseconds())/1000)
 			}
 			for _, u := range res.updates {
-				update.Row(name, u.params, u.donated, fmt.Sprintf("%d of %d", u.legal, u.params), u.arena, u.bound, u.refusal)
+				update.Row(name, u.params, u.donated, u.legal, u.arena, ratio(u.arena, u.bound), u.refusal)
 			}
 			r.Check(name+": AdamW may update every donated parameter in place", res.updates[0].legal == res.updates[0].params,
 				"%d of %d legal", res.updates[0].legal, res.updates[0].params)
@@ -127,7 +140,8 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 			return nil, err
 		}
 		r.AddFigure("arena-timeline", plt, 8*vg.Inch, 4*vg.Inch)
-		out := r.AddTable("Op outputs outside the arena (last config, training)", "op", "outputs", "bytes", "why")
+		out := r.AddTable("Op outputs outside the arena (last config, training)",
+			reports.Text("op"), reports.Int("outputs"), reports.Bytes("bytes"), reports.Text("why"))
 		for _, o := range groupOutside(last.program.Outside()) {
 			out.Row(o.Op, o.Node, o.Bytes, o.Reason)
 		}
@@ -347,7 +361,7 @@ func matrixChain(ctx context.Context, r *reports.Report) error {
 	}
 	st := p.Stats()
 	t := r.AddTable(fmt.Sprintf("Matrix chain of %d products (%v), float64", len(dims)-2, dims),
-		"run", "intermediate bytes", "result")
+		reports.Text("run"), reports.Bytes("intermediates"), reports.Text("result"))
 	t.Row("naive (TapeMachine)", st.NaiveBytes, "reference")
 	t.Row("arena", st.ArenaBytes, map[bool]string{true: "bitwise equal", false: "DIFFERS"}[same])
 	t.Row("lower bound", st.BoundBytes, "-")

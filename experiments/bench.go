@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +63,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if bc.Warmup < 0 {
 		return usageError("bench train: --set warmup=%d: want >= 0", bc.Warmup)
 	}
-	r, err := benchTrain(bc, *steps, *seed)
+	r, err := benchTrain(&bc, *steps, *seed)
 	if err != nil {
 		return err
 	}
@@ -78,14 +79,19 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 }
 
 // benchTrain times `steps` training steps after bc.Warmup untimed ones.
-func benchTrain(bc benchConfig, steps int, seed int64) (*reports.Report, error) {
+// bc.Batch 0 is resolved to the preset's batch.
+func benchTrain(bc *benchConfig, steps int, seed int64) (*reports.Report, error) {
 	mc, err := models.Preset(bc.Config)
 	if err != nil {
-		return nil, usageError("--set config=%s: %v", bc.Config, err)
+		return nil, usageError("--set config=%s: unknown preset (want %s)", bc.Config, strings.Join(models.PresetNames(), ", "))
 	}
-	if bc.Batch != 0 {
-		mc.Batch = bc.Batch
+	if bc.Batch < 0 || bc.Batch > maxBatch {
+		return nil, usageError("--set batch=%d: want 1 to %d, or 0 for the preset's", bc.Batch, maxBatch)
 	}
+	if bc.Batch == 0 {
+		bc.Batch = mc.Batch
+	}
+	mc.Batch = bc.Batch
 	mc.Dropout = bc.Dropout
 	if err := mc.Validate(); err != nil {
 		return nil, usageError("%v", err)
@@ -157,9 +163,9 @@ func benchTrain(bc benchConfig, steps int, seed int64) (*reports.Report, error) 
 	r.Metric("gc_cycles_per_step", float64(after.NumGC-before.NumGC)/K)
 	r.Metric("peak_heap_bytes", *peak)
 	r.Metric("parameter_count", p.Count())
-	t := r.AddTable("Timed steps", "step", "ms", "loss")
+	t := r.AddTable("Timed steps", reports.Int("step"), reports.Duration("time", time.Millisecond, 3), reports.Float("loss", 4))
 	for k := range steps {
-		t.Row(k+1, float64(times[k].Microseconds())/1e3, losses[k])
+		t.Row(k+1, times[k], losses[k])
 	}
 	r.Check("loss falls on the fixed batch", losses[steps-1] < losses[0],
 		"loss %.4f at the first timed step, %.4f at the last: the steps update the model", losses[0], losses[steps-1])

@@ -152,7 +152,7 @@ func (rf *runFlags) options(stderr io.Writer) Options {
 	if rf.format == "json" || rf.format == "csv" {
 		log = io.Discard
 	}
-	return Options{Seed: rf.seed, Quick: rf.quick, Log: log, Out: rf.out}
+	return Options{Seed: rf.seed, Log: log, Out: rf.out}
 }
 
 func runCommand(name string, args []string, stdout, stderr io.Writer) error {
@@ -164,11 +164,8 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !l.Built {
-		return fmt.Errorf("lab %q is in the design but %w (it comes with its own issue)", name, ErrNotBuilt)
-	}
-	cfg := l.config()
-	if err := applySets(cfg, rf.sets); err != nil {
+	cfg, err := l.Config(rf.quick, rf.sets)
+	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -177,6 +174,7 @@ func runCommand(name string, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	r.Config.Set("quick", rf.quick)
 	return emit(r, rf.format, rf.out, stdout)
 }
 
@@ -193,8 +191,9 @@ func emit(r *reports.Report, format, out string, stdout io.Writer) error {
 	return nil
 }
 
-// RunLab runs a built lab with a config (a pointer from the lab's defaults)
-// and fills in the report's config and environment. A panic inside the lab
+// RunLab runs a built lab with a config (from Lab.Config; nil: the
+// defaults) and fills in the report's config, which is the config after
+// the lab resolved its defaults, and environment. A panic inside the lab
 // (graph construction panics on shape errors) becomes an error.
 func RunLab(ctx context.Context, l *Lab, cfg any, opt Options) (r *reports.Report, err error) {
 	if !l.Built {
@@ -221,7 +220,6 @@ func RunLab(ctx context.Context, l *Lab, cfg any, opt Options) (r *reports.Repor
 	r.Lab = l.Name
 	cv := configValues(cfg)
 	cv.Set("seed", opt.Seed)
-	cv.Set("quick", opt.Quick)
 	r.Config = cv
 	r.Env = reports.CurrentEnv()
 	return r, nil
@@ -256,7 +254,9 @@ func writeReportDir(r *reports.Report, dir string) error {
 	return nil
 }
 
-// exitGate runs every built lab and summarises their checks.
+// exitGate runs every built lab and summarises their checks. Text and
+// markdown print each lab's report as it finishes, then the summary; JSON
+// and CSV print the summary holding every lab's full report.
 func exitGate(args []string, stdout, stderr io.Writer) error {
 	rf, err := parseRunFlags("exit-gate", args, false)
 	if err != nil {
@@ -264,9 +264,46 @@ func exitGate(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opt := rf.options(stderr)
+	stream := rf.format == "table" || rf.format == "markdown"
+	gate, err := runGate(ctx, rf.quick, rf.options(stderr), func(r *reports.Report) error {
+		if stream {
+			if err := r.Render(stdout, rf.format); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout)
+		}
+		if rf.out != "" {
+			return writeReportDir(r, filepath.Join(rf.out, r.Lab))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	gate.Config.Set("seed", rf.seed)
+	gate.Config.Set("quick", rf.quick)
+	if rf.out != "" {
+		if err := writeReportDir(gate, rf.out); err != nil {
+			return err
+		}
+	}
+	shown := gate
+	if stream {
+		summary := *gate
+		summary.Reports = nil // printed already
+		shown = &summary
+	}
+	return emit(shown, rf.format, "", stdout)
+}
+
+// runGate runs every built lab (shrunk by its quick function when quick is
+// set) and returns the gate's report: a table of the labs, every lab's
+// checks as its own, and every lab's full report in Reports. done is
+// called with each lab's report as it finishes.
+func runGate(ctx context.Context, quick bool, opt Options, done func(*reports.Report) error) (*reports.Report, error) {
 	gate := reports.New("exit-gate", "The chapter's exit gate: every built lab, every check")
-	summary := gate.AddTable("Labs", "lab", "checks", "passed", "failed", "seconds")
+	summary := gate.AddTable("Labs", reports.Text("lab"), reports.Int("checks"), reports.Int("failed"),
+		reports.Duration("time", time.Second, 1))
 	var notBuilt []string
 	for _, l := range Labs() {
 		if !l.Built {
@@ -275,37 +312,38 @@ func exitGate(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(opt.Log, "exit-gate: running %s\n", l.Name)
 		t0 := time.Now()
-		r, err := RunLab(ctx, l, nil, opt)
-		secs := time.Since(t0).Seconds()
+		cfg, err := l.Config(quick, nil)
+		var r *reports.Report
+		if err == nil {
+			r, err = RunLab(ctx, l, cfg, opt)
+		}
+		took := time.Since(t0)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil {
 			gate.Check(l.Name+": lab ran", false, "%s", oneLine(err))
-			summary.Row(l.Name, 0, 0, 1, secs)
+			summary.Row(l.Name, 0, 1, took)
 			continue
 		}
-		passed := 0
+		if quick {
+			r.Config.Set("quick", true)
+		}
+		failed := 0
 		for _, c := range r.Checks {
 			gate.Check(l.Name+": "+c.Name, c.Pass, "%s", c.Detail)
-			if c.Pass {
-				passed++
+			if !c.Pass {
+				failed++
 			}
 		}
-		summary.Row(l.Name, len(r.Checks), passed, len(r.Checks)-passed, secs)
-		if rf.format == "table" || rf.format == "markdown" {
-			if err := r.Render(stdout, rf.format); err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout)
-		}
-		if rf.out != "" {
-			if err := writeReportDir(r, filepath.Join(rf.out, l.Name)); err != nil {
-				return err
-			}
+		summary.Row(l.Name, len(r.Checks), failed, took)
+		gate.Reports = append(gate.Reports, r)
+		if err := done(r); err != nil {
+			return nil, err
 		}
 	}
 	if len(notBuilt) > 0 {
 		gate.Note("Not built yet (each comes with its own issue): %s.", strings.Join(notBuilt, ", "))
 	}
-	gate.Config.Set("seed", rf.seed)
-	gate.Config.Set("quick", rf.quick)
-	return emit(gate, rf.format, rf.out, stdout)
+	return gate, nil
 }

@@ -21,7 +21,7 @@ type probeConfig struct {
 }
 
 func init() {
-	Register("test-probe", "a lab used by the command-line tests", probeConfig{Size: 3},
+	Register("test-probe", "a lab used by the command-line tests", probeConfig{Size: 3}, nil,
 		func(ctx context.Context, cfg *probeConfig, opt Options) (*reports.Report, error) {
 			if cfg.Panic {
 				panic("shape mismatch")
@@ -29,7 +29,7 @@ func init() {
 			r := reports.New("test-probe", "probe")
 			r.Metric("size_bytes", cfg.Size)
 			r.Metric("seed", opt.Seed)
-			t := r.AddTable("numbers", "name", "value")
+			t := r.AddTable("numbers", reports.Text("name"), reports.Int("value"))
 			t.Row("size", cfg.Size)
 			r.Check("size is positive", !cfg.Fail && cfg.Size > 0, "size=%d", cfg.Size)
 			return r, nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -30,16 +31,16 @@ import (
 
 // gptConfig holds the settings of the gpt lab and of `gptlab gpt train`.
 type gptConfig struct {
-	Config      string  `set:"config" help:"model preset: tiny, small or baby (--quick: tiny)"`
+	Config      string  `set:"config" help:"model preset: tiny, small or baby"`
 	Data        string  `set:"data" help:"UTF-8 text file; empty: the embedded Markov corpus"`
 	Iters       int     `set:"iters" help:"training steps (the schedule's length)"`
 	LR          float64 `set:"lr" help:"peak learning rate (warmup, then cosine decay to a tenth)"`
 	Warmup      int     `set:"warmup" help:"linear warmup steps"`
-	Batch       int     `set:"batch" help:"sequences per step; 0: the preset's"`
+	Batch       int     `set:"batch" help:"sequences per step; 0: the preset's (the report shows the number used)"`
 	Dropout     float64 `set:"dropout" help:"dropout probability"`
 	Beta2       float64 `set:"beta2" help:"AdamW's second-moment decay (the reference's 0.95)"`
 	GradClip    float64 `set:"grad-clip" help:"clip the global gradient norm to this; 0: no clipping"`
-	EvalEvery   int     `set:"eval-every" help:"validate every this many steps; 0: iters/10"`
+	EvalEvery   int     `set:"eval-every" help:"validate every this many steps; 0: iters/10 (the report shows the number used)"`
 	EvalBatches int     `set:"eval-batches" help:"validation batches per evaluation (the same ones each time)"`
 	SampleChars int     `set:"sample-chars" help:"characters sampled from the model for the report"`
 	Target      float64 `set:"target" help:"val loss to reach: report the training time until the first validation at or below it (0: none)"`
@@ -54,12 +55,12 @@ var gptDefaults = gptConfig{
 }
 
 func init() {
-	Register("gpt", "the small GPT: train, loss curve against the entropy rate, sample", gptDefaults, runGPTLab)
+	Register("gpt", "the small GPT: train, loss curve against the entropy rate, sample", gptDefaults, gptQuick, runGPTLab)
 }
 
-// quick shrinks a run to a few seconds on 2 cores: tiny with 16 sequences
-// a step, at most 1500 steps, at most 10 validation batches.
-func (c *gptConfig) quick() {
+// gptQuick shrinks a run to a few seconds on 2 cores: tiny with 16
+// sequences a step, at most 1500 steps, at most 10 validation batches.
+func gptQuick(c *gptConfig) {
 	c.Config = "tiny"
 	c.Batch = 16
 	c.Iters = min(c.Iters, 1500)
@@ -68,16 +69,21 @@ func (c *gptConfig) quick() {
 }
 
 // setup turns the settings into a training config and its dataset,
-// filling in eval-every when it is 0. Unusable settings or data are errors
-// wrapping ErrUsage.
+// resolving the settings whose 0 means a default (batch, eval-every) to the
+// values used. Unusable settings or data are errors wrapping ErrUsage, one
+// naming each setting at fault.
 func (c *gptConfig) setup(seed int64) (models.TrainConfig, *models.Dataset, error) {
 	mc, err := models.Preset(c.Config)
 	if err != nil {
-		return models.TrainConfig{}, nil, usageError("--set config=%s: %v", c.Config, err)
+		return models.TrainConfig{}, nil, usageError("--set config=%s: unknown preset (want %s)", c.Config, strings.Join(models.PresetNames(), ", "))
 	}
-	if c.Batch != 0 {
-		mc.Batch = c.Batch
+	if err := c.validate(); err != nil {
+		return models.TrainConfig{}, nil, err
 	}
+	if c.Batch == 0 {
+		c.Batch = mc.Batch
+	}
+	mc.Batch = c.Batch
 	mc.Dropout = c.Dropout
 	var data *models.Dataset
 	if c.Data == "" {
@@ -97,17 +103,43 @@ func (c *gptConfig) setup(seed int64) (models.TrainConfig, *models.Dataset, erro
 	if err := tc.Validate(); err != nil {
 		return models.TrainConfig{}, nil, usageError("%v", err)
 	}
-	if c.SampleChars < 0 {
-		return models.TrainConfig{}, nil, usageError("--set sample-chars=%d: want >= 0", c.SampleChars)
-	}
 	return tc, data, nil
+}
+
+// maxBatch bounds --set batch: a batch beyond it needs more memory for the
+// activations than a laptop has, at any preset.
+const maxBatch = 4096
+
+// validate checks each setting on its own and against the others.
+func (c *gptConfig) validate() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	for _, v := range []struct {
+		bad bool
+		msg string
+	}{
+		{c.Iters < 1, fmt.Sprintf("--set iters=%d: want at least 1", c.Iters)},
+		{!(c.LR > 0) || !finite(c.LR), fmt.Sprintf("--set lr=%v: want a positive number", c.LR)},
+		{c.Warmup < 0, fmt.Sprintf("--set warmup=%d: want 0 or more", c.Warmup)},
+		{c.Warmup > c.Iters, fmt.Sprintf("warmup=%d is longer than iters=%d: set warmup to at most iters", c.Warmup, c.Iters)},
+		{c.Batch < 0 || c.Batch > maxBatch, fmt.Sprintf("--set batch=%d: want 1 to %d, or 0 for the preset's", c.Batch, maxBatch)},
+		{!(c.Dropout >= 0 && c.Dropout < 1), fmt.Sprintf("--set dropout=%v: want at least 0 and below 1", c.Dropout)},
+		{!(c.Beta2 > 0 && c.Beta2 < 1), fmt.Sprintf("--set beta2=%v: want above 0 and below 1 (the reference's is 0.95)", c.Beta2)},
+		{!(c.GradClip >= 0) || !finite(c.GradClip), fmt.Sprintf("--set grad-clip=%v: want 0 (no clipping) or a positive number", c.GradClip)},
+		{c.EvalEvery < 0, fmt.Sprintf("--set eval-every=%d: want 0 (iters/10) or more", c.EvalEvery)},
+		{c.EvalEvery > c.Iters, fmt.Sprintf("eval-every=%d is longer than iters=%d: the run would validate only at its end; set eval-every to at most iters", c.EvalEvery, c.Iters)},
+		{c.EvalBatches < 1, fmt.Sprintf("--set eval-batches=%d: want at least 1", c.EvalBatches)},
+		{c.SampleChars < 0, fmt.Sprintf("--set sample-chars=%d: want 0 (no sample) or more", c.SampleChars)},
+		{!(c.Target >= 0) || !finite(c.Target), fmt.Sprintf("--set target=%v: want a val loss above 0, or 0 for none", c.Target)},
+	} {
+		if v.bad {
+			return usageError("%s", v.msg)
+		}
+	}
+	return nil
 }
 
 func runGPTLab(ctx context.Context, cfg *gptConfig, opt Options) (*reports.Report, error) {
 	c := *cfg
-	if opt.Quick {
-		c.quick()
-	}
 	tc, data, err := c.setup(opt.Seed)
 	if err != nil {
 		return nil, err
@@ -219,16 +251,15 @@ func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*repo
 		r.Metric("gap_to_oracle_nats", last.Val-gptMean(oracle))
 	}
 
-	t := r.AddTable("Loss curve (nats per character)", "step", "train loss", "val loss", "training time (s)")
+	t := r.AddTable("Loss curve (nats per character)", reports.Int("step"), reports.Float("train loss", 4),
+		reports.Float("val loss", 4), reports.Float("training time (s)", 2))
 	reached := -1 // index of the first point at or below the target
 	for i, p := range tr.History {
-		train, secs := "—", "—"
-		if !math.IsNaN(p.Train) {
-			train = reports.Cell(p.Train)
-		}
+		var secs any // not measured in this run (a resumed run's earlier steps)
 		if s, ok := run.trainSeconds(p.Step); ok {
-			secs = reports.Cell(s)
+			secs = s
 		}
+		train := p.Train // NaN at step 0: shown as missing
 		t.Row(p.Step, train, p.Val, secs)
 		if reached < 0 && c.Target > 0 && p.Val <= c.Target {
 			reached = i
@@ -248,7 +279,8 @@ func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*repo
 	}
 
 	if src := data.Source; src != nil {
-		b := r.AddTable("Best achievable on the embedded corpus", "quantity", "nats/char", "what it is")
+		b := r.AddTable("Best achievable on the embedded corpus", reports.Text("quantity"), reports.Float("nats/char", 4),
+			reports.Text("what it is"))
 		b.Row("unigram entropy", src.UnigramEntropy(), "best loss from character frequencies alone")
 		b.Row("H(X | previous char)", src.ConditionalEntropy(1), "best loss from one character of context")
 		b.Row("entropy rate", src.EntropyRate(), "Σ_s π(s)·H(P(·|s)): best loss with unlimited context")
@@ -266,7 +298,7 @@ func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*repo
 		if err != nil {
 			return nil, err
 		}
-		st := r.AddTable("Sample (temperature 1, from token 0)", "from", "text")
+		st := r.AddTable("Sample (temperature 1, from token 0)", reports.Text("from"), reports.Text("text"))
 		st.Row("model", fmt.Sprintf("%q", text))
 		st.Row("validation text", fmt.Sprintf("%q", data.Tok.Decode(data.Val[:min(sampleChars, len(data.Val))])))
 	}

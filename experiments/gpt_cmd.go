@@ -177,7 +177,7 @@ func gptTrain(args []string, stdout, stderr io.Writer) error {
 // gptTrainDefaults are the reference's train mode: lr 1e-3 with 100 warmup
 // steps over 2000 iterations, the preset's batch.
 var gptTrainDefaults = gptConfig{
-	Config: "tiny", Iters: 2000, LR: 1e-3, Warmup: 100, Batch: 0,
+	Config: "tiny", Iters: 2000, LR: 1e-3, Warmup: 100, Batch: 0, Beta2: 0.95,
 	EvalBatches: 20, SampleChars: 120,
 }
 

@@ -16,7 +16,7 @@ import (
 
 // smallGPT is a lab config that trains in about a second.
 func smallGPT() *gptConfig {
-	return &gptConfig{Config: "tiny", Iters: 40, LR: 1e-2, Warmup: 4, Batch: 4, EvalBatches: 4, SampleChars: 20}
+	return &gptConfig{Config: "tiny", Iters: 40, LR: 1e-2, Warmup: 4, Batch: 4, Beta2: 0.95, EvalBatches: 4, SampleChars: 20}
 }
 
 func TestGPTLabReport(t *testing.T) {

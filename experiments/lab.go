@@ -10,17 +10,19 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 
 	"gptlab/reports"
 )
 
-// Options are the settings every lab shares.
+// Options are the settings every lab shares. There is no "quick" here:
+// --quick is the lab's own quick function, applied to its config by the
+// registry (Lab.Config) before Run sees it.
 type Options struct {
-	Seed  int64     // --seed: every random choice of the run derives from it
-	Quick bool      // --quick: shrink the lab to well under a minute on 2 cores
-	Log   io.Writer // progress for a person; io.Discard under --format json
-	Out   string    // --out DIR, or ""; labs that make large side files may use it
+	Seed int64     // --seed: every random choice of the run derives from it
+	Log  io.Writer // progress for a person; io.Discard under --format json
+	Out  string    // --out DIR, or ""; labs that make large side files may use it
 }
 
 // Lab is one experiment a user runs by name.
@@ -33,6 +35,7 @@ type Lab struct {
 	// config returns a fresh pointer to the lab's config struct, holding
 	// the defaults; fields carry `set:"key"` and `help:"..."` tags.
 	config func() any
+	quick  func(cfg any) // shrinks *cfg for --quick; nil: the lab is quick already
 	run    func(ctx context.Context, cfg any, opt Options) (*reports.Report, error)
 }
 
@@ -41,21 +44,56 @@ var ErrNotBuilt = errors.New("not built yet")
 
 var registry = map[string]*Lab{}
 
-// Register adds a built lab. defaults is the config struct (not a pointer)
-// whose fields hold the default values.
-func Register[C any](name, short string, defaults C, run func(ctx context.Context, cfg *C, opt Options) (*reports.Report, error)) {
+// Register adds a built lab from its file's init:
+//
+//   - defaults is the config struct (not a pointer) whose fields hold the
+//     default values; fields carry `set:"key"` and `help:"..."` tags.
+//   - quick shrinks a config for --quick: it only assigns config fields
+//     (fewer steps, a smaller preset), so that the lab runs well under a
+//     minute on 2 cores with every check still meaningful; nil if the lab
+//     is that quick already. The registry applies it to the defaults before
+//     the user's --set values, so what the user sets explicitly wins and is
+//     validated like any other value.
+//   - run does the work. It must not look for --quick (there is no such
+//     option); it validates *cfg, returning errors made by usageError for
+//     bad values, and it resolves every "0 means the default" setting in
+//     *cfg to the value it used: the report's config is *cfg after run, so
+//     it shows what actually ran.
+func Register[C any](name, short string, defaults C, quick func(*C), run func(ctx context.Context, cfg *C, opt Options) (*reports.Report, error)) {
 	if _, dup := registry[name]; dup && registry[name].Built {
 		panic("experiments: lab registered twice: " + name)
 	}
-	registry[name] = &Lab{
+	l := &Lab{
 		Name:   name,
 		Short:  short,
 		Built:  true,
-		config: func() any { c := defaults; return &c },
+		config: func() any { c := defaults; cloneSlices(&c); return &c },
 		run: func(ctx context.Context, cfg any, opt Options) (*reports.Report, error) {
 			return run(ctx, cfg.(*C), opt)
 		},
 	}
+	if quick != nil {
+		l.quick = func(cfg any) { quick(cfg.(*C)) }
+	}
+	registry[name] = l
+}
+
+// Config returns a fresh config of the lab: its defaults, shrunk by the
+// lab's quick function when quick is set, then overridden by sets
+// (key=value; later ones win). An unknown key or a value of the wrong type
+// is an error wrapping ErrUsage.
+func (l *Lab) Config(quick bool, sets []string) (any, error) {
+	if !l.Built {
+		return nil, fmt.Errorf("lab %q is in the design but %w (it comes with its own issue)", l.Name, ErrNotBuilt)
+	}
+	cfg := l.config()
+	if quick && l.quick != nil {
+		l.quick(cfg)
+	}
+	if err := applySets(cfg, sets); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // planned names the labs of the design, so `gptlab list` shows all of them
@@ -135,4 +173,18 @@ func ratio(a, b int64) float64 {
 		return math.NaN()
 	}
 	return float64(a) / float64(b)
+}
+
+// cloneSlices gives every slice field of *cfg its own backing array, so a
+// lab that edits its config in place cannot change the registered defaults.
+func cloneSlices(cfg any) {
+	rv := reflect.ValueOf(cfg).Elem()
+	for i := 0; i < rv.NumField(); i++ {
+		f := rv.Field(i)
+		if f.Kind() == reflect.Slice && !f.IsNil() && f.CanSet() {
+			c := reflect.MakeSlice(f.Type(), f.Len(), f.Len())
+			reflect.Copy(c, f)
+			f.Set(c)
+		}
+	}
 }

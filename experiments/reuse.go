@@ -23,7 +23,7 @@ import (
 // reuseConfig holds the lab's settings and their defaults.
 type reuseConfig struct {
 	Alignment int64    `set:"alignment" help:"bytes every offset is a multiple of (a power of two)"`
-	Algos     []string `set:"algos" help:"planners to compare, comma-separated (empty: every registered planner)"`
+	Algos     []string `set:"algos" help:"planners to compare, comma-separated (empty: every registered planner; the report names them)"`
 	Seeds     int      `set:"seeds" help:"random problems planned by each planner"`
 	RandomN   int      `set:"random-n" help:"temporaries in each random problem"`
 	Instances string   `set:"instances" help:"directory of MiniMalloc CSV files to plan as well (empty: none)"`
@@ -32,7 +32,12 @@ type reuseConfig struct {
 
 func init() {
 	Register("reuse", "buffer liveness and reuse: planners, lower bound, verified by simulation",
-		reuseConfig{Alignment: 64, Algos: []string{}, Seeds: 20, RandomN: 200, ScaleN: 100_000}, runReuse)
+		reuseConfig{Alignment: 64, Algos: []string{}, Seeds: 20, RandomN: 200, ScaleN: 100_000}, reuseQuick, runReuse)
+}
+
+// reuseQuick plans fewer and smaller random problems and a smaller scale.
+func reuseQuick(c *reuseConfig) {
+	c.Seeds, c.RandomN, c.ScaleN = min(c.Seeds, 5), min(c.RandomN, 60), min(c.ScaleN, 10_000)
 }
 
 // reusePlanned is one planner's verified plan of one problem.
@@ -47,13 +52,14 @@ func runReuse(ctx context.Context, cfg *reuseConfig, opt Options) (*reports.Repo
 	if err != nil {
 		return nil, err
 	}
-	if opt.Quick { // the report's config shows what was run
-		cfg.Seeds, cfg.RandomN, cfg.ScaleN = min(cfg.Seeds, 5), min(cfg.RandomN, 60), min(cfg.ScaleN, 10_000)
+	cfg.Algos = cfg.Algos[:0] // the report's config names the planners that ran
+	for _, a := range algos {
+		cfg.Algos = append(cfg.Algos, a.Name)
 	}
 	seeds, n := cfg.Seeds, cfg.RandomN
 	r := reports.New("reuse", "Buffer liveness and reuse")
 	align := cfg.Alignment
-	r.Note("Every plan in this report was verified twice before it was reported: a sweep over time that keeps the live buffers ordered by offset, and a byte-pattern execution that writes each buffer's own pattern when it is written and reads it back at its last use. A plan failing either stops the lab with an error. Sizes are rounded up to the alignment (%d B) and every offset is a multiple of it. \"slots\" counts distinct offsets; plan µs is the planner alone, not the checks.", align)
+	r.Note("Every plan in this report was verified twice before it was reported: a sweep over time that keeps the live buffers ordered by offset, and a byte-pattern execution that writes each buffer's own pattern when it is written and reads it back at its last use. A plan failing either stops the lab with an error. Sizes are rounded up to the alignment (%d B) and every offset is a multiple of it. \"slots\" counts distinct offsets; a plan's time is the planner alone, not the checks.", align)
 
 	steps := []func() error{
 		func() error { return reuseABC(ctx, r, algos, align) },
@@ -141,13 +147,14 @@ func reuseTable(ctx context.Context, r *reports.Report, title string, p planner.
 	if err != nil {
 		return nil, err
 	}
-	t := r.AddTable(title, "planner", "peak", "peak bytes", "lower bound bytes", "peak/bound",
-		"saved vs naive bytes", "saved", "slots", "plan µs", "verified")
+	t := r.AddTable(title, reports.Text("planner"), reports.Bytes("peak"), reports.Ratio("peak / bound"),
+		reports.Percent("saved vs naive", 1), reports.Int("slots"), reports.Duration("plan", time.Microsecond, 1))
 	bound, naive := p.Bound(), p.Naive()
+	t.Constant(reports.Bytes("lower bound"), bound)
+	t.Constant(reports.Bytes("naive"), naive)
 	for _, pp := range plans {
-		t.Row(pp.algo.Name, planner.FormatBytes(pp.plan.Peak), pp.plan.Peak, bound, ratio(pp.plan.Peak, bound),
-			naive-pp.plan.Peak, fmt.Sprintf("%.1f%%", 100*float64(naive-pp.plan.Peak)/float64(max(naive, 1))),
-			pp.plan.Slots(), float64(pp.took.Nanoseconds())/1e3, "sweep + simulation")
+		t.Row(pp.algo.Name, pp.plan.Peak, ratio(pp.plan.Peak, bound),
+			float64(naive-pp.plan.Peak)/float64(max(naive, 1)), pp.plan.Slots(), pp.took)
 	}
 	for _, pp := range plans {
 		if pp.plan.Peak < bound {
@@ -205,12 +212,12 @@ func reuseRandom(ctx context.Context, r *reports.Report, algos []planner.Algorit
 	}
 	t := r.AddTable(fmt.Sprintf("Random lifetimes: %d problems of %d temporaries (start uniform over %d steps, life 1-%d steps, %s to %s)",
 		seeds, n, spec.Horizon, spec.MaxLife, planner.FormatBytes(spec.MinSize), planner.FormatBytes(spec.MaxSize)),
-		"planner", "problems", "n", "mean peak/bound", "best", "worst", "mean saved vs naive", "mean slots", "mean plan µs", "verified")
+		reports.Text("planner"), reports.Ratio("mean peak / bound"), reports.Ratio("best"), reports.Ratio("worst"),
+		reports.Percent("mean saved vs naive", 1), reports.Float("mean slots", 1), reports.Duration("mean plan", time.Microsecond, 1))
 	for k, a := range algos {
 		st := stats[k]
-		t.Row(a.Name, seeds, n, st.sum/float64(seeds), st.best, st.worst,
-			fmt.Sprintf("%.1f%%", 100*st.saved/float64(seeds)), st.slots/float64(seeds), float64(st.took.Nanoseconds())/1e3/float64(seeds),
-			fmt.Sprintf("%d/%d", seeds, seeds))
+		t.Row(a.Name, st.sum/float64(seeds), st.best, st.worst,
+			st.saved/float64(seeds), st.slots/float64(seeds), st.took/time.Duration(seeds))
 		r.Check("random lifetimes: "+a.Name+" never beats the lower bound", st.ok == seeds,
 			"%d of %d plans at or above the bound (worst ratio %.4f, best %.4f)", st.ok, seeds, st.worst, st.best)
 		key := "random_" + strings.ReplaceAll(a.Name, "-", "_")
@@ -251,7 +258,8 @@ func reuseRefusals(r *reports.Report) error {
 		{"branched graph", "head writes y over the view f", br, 9, "f", false},
 		{"branched graph", "gelu writes t over s", br, 5, "s", true},
 	}
-	t := r.AddTable("In-place and donation requests", "program", "request", "verdict", "reason")
+	t := r.AddTable("In-place and donation requests", reports.Text("program"), reports.Text("request"),
+		reports.Text("verdict"), reports.Text("reason"))
 	wrong := 0
 	for _, tc := range tests {
 		err := tc.p.Legal(tc.op, tc.in)
@@ -281,7 +289,8 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 	}
 	slices.Sort(files)
 	t := r.AddTable("Instances from "+dir+" (capacity from a file named NAME.CAPACITY.csv, as MiniMalloc's are)",
-		"file", "buffers", "planner", "peak bytes", "lower bound bytes", "peak/bound", "peak/capacity", "plan ms")
+		reports.Text("file"), reports.Int("buffers"), reports.Text("planner"), reports.Bytes("peak"), reports.Bytes("lower bound"),
+		reports.Ratio("peak / bound"), reports.Ratio("peak / capacity"), reports.Duration("plan", time.Millisecond, 1))
 	for _, file := range files {
 		f, err := os.Open(file)
 		if err != nil {
@@ -299,9 +308,9 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 		}
 		capacity, known := planner.CapacityFromFilename(file)
 		for _, pp := range plans {
-			perCap := "-"
+			var perCap any = "-"
 			if known {
-				perCap = reports.Cell(ratio(pp.plan.Peak, capacity))
+				perCap = ratio(pp.plan.Peak, capacity)
 				if pp.algo.Name == "search" {
 					r.Check(filepath.Base(file)+": search fits the capacity in under 10 s",
 						pp.plan.Peak <= capacity && pp.took < 10*time.Second,
@@ -309,7 +318,7 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 				}
 			}
 			t.Row(filepath.Base(file), len(bufs), pp.algo.Name, pp.plan.Peak, p.Bound(), ratio(pp.plan.Peak, p.Bound()),
-				perCap, float64(pp.took.Nanoseconds())/1e6)
+				perCap, pp.took)
 		}
 	}
 	return nil
@@ -321,7 +330,10 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 // for small hard instances, not for a million buffers.
 func reuseScale(ctx context.Context, r *reports.Report, algos []planner.Algorithm, align, seed int64, n int) error {
 	t := r.AddTable("Scale: long random schedules, plan and verification times",
-		"planner", "n", "most live at once", "peak/bound", "plan ms", "plan ns/buffer", "sweep ms", "simulation ms", "check ns/buffer")
+		reports.Text("planner"), reports.Int("n"), reports.Int("most live at once"), reports.Ratio("peak / bound"),
+		reports.Duration("plan", time.Millisecond, 1), reports.Float("plan ns / buffer", 0),
+		reports.Duration("sweep", time.Millisecond, 1), reports.Duration("simulation", time.Millisecond, 1),
+		reports.Float("check ns / buffer", 0))
 	for _, size := range []int{max(n/10, 1), n} {
 		p := planner.Problem{Buffers: planner.Random(uint64(seed)+uint64(size), planner.ScaleSpec(size)), Alignment: align}
 		bound := p.Bound()
@@ -345,15 +357,17 @@ func reuseScale(ctx context.Context, r *reports.Report, algos []planner.Algorith
 				return fmt.Errorf("scale %d: %s: %w", size, a.Name, err)
 			}
 			t2 := time.Now()
-			if err := planner.Check(p, pl); err != nil { // the simulation, and the rest
+			if err := planner.Simulate(p, pl); err != nil {
 				return fmt.Errorf("scale %d: %s: %w", size, a.Name, err)
 			}
-			sweep := t2.Sub(t1)
-			check := time.Since(t2)
-			t.Row(a.Name, size, live, ratio(pl.Peak, bound), took.Seconds()*1e3, float64(took.Nanoseconds())/float64(size),
-				sweep.Seconds()*1e3, (check-sweep).Seconds()*1e3, float64(check.Nanoseconds())/float64(size))
+			sweep, sim := t2.Sub(t1), time.Since(t2)
+			if err := planner.Check(p, pl); err != nil { // both again, and the rest of the checks
+				return fmt.Errorf("scale %d: %s: %w", size, a.Name, err)
+			}
+			t.Row(a.Name, size, live, ratio(pl.Peak, bound), took, float64(took.Nanoseconds())/float64(size),
+				sweep, sim, float64((sweep+sim).Nanoseconds())/float64(size))
 		}
 	}
-	r.Note("Scale: best-fit and both verifiers are O(n log n) (sorts, heaps and a 64-ary bit tree), so their time per buffer grows only slowly from n/10 to n; greedy-by-size is TFLite's algorithm, O(n²) when every buffer overlaps every other, and here pays for the k buffers each one overlaps. Check's time includes a second sweep; the simulation column subtracts it. Times are wall clock on a shared machine: compare ratios within one run.")
+	r.Note("Scale: best-fit and both verifiers are O(n log n) (sorts, heaps and a 64-ary bit tree), so their time per buffer grows only slowly from n/10 to n; greedy-by-size is TFLite's algorithm, O(n²) when every buffer overlaps every other, and here pays for the k buffers each one overlaps. The sweep and the simulation are timed each on its own; check ns / buffer is their sum per buffer. Times are wall clock on a shared machine: compare ratios within one run.")
 	return nil
 }

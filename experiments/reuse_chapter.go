@@ -91,7 +91,8 @@ func reuseABC(ctx context.Context, r *reports.Report, algos []planner.Algorithm,
 	sweepErr := planner.VerifyNoOverlap(late, bug[0].plan)
 	simErr := planner.Simulate(late, bug[0].plan)
 	t := r.AddTable("Off by one, eager: a buffer freed at its last read rather than after it (b at kernels 2-3)",
-		"plan", "peak bytes", "sweep on the true lifetimes", "simulation on the true lifetimes")
+		reports.Text("plan"), reports.Bytes("peak"), reports.Text("sweep on the true lifetimes"),
+		reports.Text("simulation on the true lifetimes"))
 	t.Row("best-fit, ends one step early", bug[0].plan.Peak, reuseVerdict(sweepErr), reuseVerdict(simErr))
 	r.Check("eager off-by-one plan is rejected by both verifications", sweepErr != nil && simErr != nil,
 		"sweep: %v; simulation: %v", sweepErr, simErr)
@@ -108,6 +109,15 @@ func reuseNamed(name string) []planner.Algorithm {
 	return []planner.Algorithm{a}
 }
 
+// reuseLifetimes lists a problem's lifetimes: "[0,2) [1,3) [2,4)".
+func reuseLifetimes(p planner.Problem) string {
+	parts := make([]string, len(p.Buffers))
+	for i, b := range p.Buffers {
+		parts[i] = fmt.Sprintf("[%d,%d)", b.Start, b.End)
+	}
+	return strings.Join(parts, " ")
+}
+
 func reuseVerdict(err error) string {
 	if err == nil {
 		return "accepted"
@@ -118,7 +128,8 @@ func reuseVerdict(err error) string {
 func reuseChain(ctx context.Context, r *reports.Report, algos []planner.Algorithm, align int64) error {
 	const mib = 1 << 20
 	lt := r.AddTable("Six-op residual chain: lifetimes derived from the reads (one op per step)",
-		"step", "op", "writes", "reads", "first write", "last read", "kind")
+		reports.Int("step"), reports.Text("op"), reports.Text("writes"), reports.Text("reads"),
+		reports.Int("first write"), reports.Int("last read"), reports.Text("kind"))
 	chain := planner.ResidualChain(64*mib, false)
 	temps, err := chain.Temps()
 	if err != nil {
@@ -128,7 +139,8 @@ func reuseChain(ctx context.Context, r *reports.Report, algos []planner.Algorith
 		lt.Row(i, op.Fn, op.Out, strings.Join(op.In, ", "), temps[i].First, temps[i].Last, temps[i].Kind.String())
 	}
 	figures := r.AddTable("Six-op residual chain: naive, reuse and in-place (best-fit), and the lower bound",
-		"per buffer", "variant", "naive", "reuse", "reuse + in-place", "bound (reuse)", "bound (in-place)")
+		reports.Bytes("per buffer"), reports.Text("variant"), reports.Bytes("naive"), reports.Bytes("reuse"),
+		reports.Bytes("reuse + in-place"), reports.Bytes("bound (reuse)"), reports.Bytes("bound (in-place)"))
 	type figs struct{ naive, reuse, inPlace, bound, inPlaceBound int64 }
 	compute := func(size int64, mut func(*planner.Program), table bool) (figs, error) {
 		var f figs
@@ -169,15 +181,13 @@ func reuseChain(ctx context.Context, r *reports.Report, algos []planner.Algorith
 			return err
 		}
 		f := at[k]
-		figures.Row(planner.FormatBytes(size), "x loaded into the arena", planner.FormatBytes(f.naive), planner.FormatBytes(f.reuse),
-			planner.FormatBytes(f.inPlace), planner.FormatBytes(f.bound), planner.FormatBytes(f.inPlaceBound))
+		figures.Row(size, "x loaded into the arena", f.naive, f.reuse, f.inPlace, f.bound, f.inPlaceBound)
 	}
 	owned, err := compute(64*mib, func(p *planner.Program) { p.Inputs = []string{"x"} }, false)
 	if err != nil {
 		return err
 	}
-	figures.Row(planner.FormatBytes(64*mib), "x the caller's (kept to the end)", planner.FormatBytes(owned.naive), planner.FormatBytes(owned.reuse),
-		planner.FormatBytes(owned.inPlace), planner.FormatBytes(owned.bound), planner.FormatBytes(owned.inPlaceBound))
+	figures.Row(64*mib, "x the caller's (kept to the end)", owned.naive, owned.reuse, owned.inPlace, owned.bound, owned.inPlaceBound)
 
 	f := at[0]
 	exact := align <= 64*mib
@@ -221,9 +231,12 @@ func reuseTouching(ctx context.Context, r *reports.Report, algos []planner.Algor
 		return err
 	}
 	bf, bug := reusePeak(plans, "best-fit"), bugPlans[0].plan.Peak
-	t := r.AddTable("Off by one, conservative: the half-open end read as inclusive", "reading of [start, end)", "best-fit peak bytes", "lower bound bytes")
-	t.Row("half-open (correct)", bf, p.Bound())
-	t.Row("end read as inclusive (the bug)", bug, incl.Bound())
+	t := r.AddTable("Off by one, conservative: the half-open end read as inclusive",
+		reports.Text("reading of [start, end)"), reports.Text("planned lifetimes"), reports.Bytes("best-fit peak"))
+	t.Row("half-open (correct)", reuseLifetimes(p), bf)
+	t.Row("end read as inclusive (the bug)", reuseLifetimes(incl), bug)
+	r.Check("100/80/60: best-fit meets the lower bound under either reading", bf == p.Bound() && bug == incl.Bound(),
+		"half-open: peak %d, bound %d; inclusive: peak %d, bound %d", bf, p.Bound(), bug, incl.Bound())
 	reuseChapter(r, "100/80/60: the correct plan needs the chapter's 180 B", bf, 180, true, 0, "")
 	reuseChapter(r, "100/80/60: reading the end as inclusive needs the chapter's 240 B", bug, 240, true, 0, "")
 	r.Metric("touching_peak_bytes", bf)
@@ -238,7 +251,8 @@ func reuseBranched(ctx context.Context, r *reports.Report, algos []planner.Algor
 		return err
 	}
 	lt := r.AddTable("Branched graph: lifetimes (a view, a retained value, a late consumer)",
-		"step", "op", "writes", "bytes", "reads", "first write", "last read", "kind", "planned as [start, end)")
+		reports.Int("step"), reports.Text("op"), reports.Text("writes"), reports.Bytes("bytes"), reports.Text("reads"),
+		reports.Int("first write"), reports.Int("last read"), reports.Text("kind"), reports.Text("planned as [start, end)"))
 	byID := map[string]planner.Buffer{}
 	for _, b := range p.Buffers {
 		byID[b.ID] = b
@@ -248,7 +262,7 @@ func reuseBranched(ctx context.Context, r *reports.Report, algos []planner.Algor
 		if b, ok := byID[op.Out]; ok {
 			planned = fmt.Sprintf("[%d, %d)", b.Start, b.End)
 		}
-		lt.Row(i, op.Fn, op.Out, planner.FormatBytes(op.Size), strings.Join(op.In, ", "), temps[i].First, temps[i].Last, temps[i].Kind.String(), planned)
+		lt.Row(i, op.Fn, op.Out, op.Size, strings.Join(op.In, ", "), temps[i].First, temps[i].Last, temps[i].Kind.String(), planned)
 	}
 	plans, err := reuseTable(ctx, r, "Branched graph", p, algos)
 	if err != nil {

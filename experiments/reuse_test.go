@@ -15,11 +15,11 @@ func runReuseForTest(t *testing.T, sets ...string) (*reuseConfig, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := l.config()
-	if err := applySets(cfg, sets); err != nil {
+	cfg, err := l.Config(true, sets)
+	if err != nil {
 		return nil, err
 	}
-	r, err := RunLab(context.Background(), l, cfg, Options{Seed: 1, Quick: true})
+	r, err := RunLab(context.Background(), l, cfg, Options{Seed: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +99,11 @@ func TestReuseBadConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.set, func(t *testing.T) {
 			l, _ := Find("reuse")
-			cfg := l.config()
-			if err := applySets(cfg, []string{tc.set}); err != nil {
+			cfg, err := l.Config(true, []string{tc.set})
+			if err != nil {
 				t.Fatal(err)
 			}
-			_, err := RunLab(context.Background(), l, cfg, Options{Quick: true})
+			_, err = RunLab(context.Background(), l, cfg, Options{})
 			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("run reuse --set %s = %v, want a usage error naming %q", tc.set, err, tc.want)
 			}

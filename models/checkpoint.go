@@ -24,7 +24,9 @@ import (
 // settings, the step, AdamW's step count, the batch stream's PCG state
 // (hex), the vocabulary and the name and hash of the data. Float settings
 // are written with strconv's shortest exact form, so a resumed run uses
-// the very same bits.
+// the very same bits. Settings are the values used (beta2 0.95, not 0);
+// checkpoints written before that hold beta2 "0" for DefaultBeta2 and
+// load as such.
 
 // CheckpointFormat is the __metadata__ "format" of a training checkpoint.
 const CheckpointFormat = "gptlab-train-2"
@@ -145,6 +147,7 @@ func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 		GradClip:    mr.float("grad_clip"),
 		Seed:        mr.int64("seed"),
 	}
+	ck.Cfg = ck.Cfg.withDefaults() // older checkpoints: beta2 "0" meant DefaultBeta2
 	ck.Step = mr.int("step")
 	ck.adamStep = mr.int64("adamw_step")
 	if mr.err == nil {

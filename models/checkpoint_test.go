@@ -3,6 +3,7 @@ package models
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,4 +89,67 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 			t.Fatalf("decoded checkpoint is inconsistent: %d params, %d moments, %d losses for step %d", ck.Params.Count(), len(ck.m), len(ck.losses), ck.Step)
 		}
 	})
+}
+
+// TestCheckpointBeta2 is the value used, not a sentinel: a run configured
+// with beta2 0 trains with DefaultBeta2 and its checkpoint says 0.95. A
+// checkpoint written before that (beta2 "0") still loads as 0.95 and
+// resumes bitwise as the straight run continues.
+func TestCheckpointBeta2(t *testing.T) {
+	data := tinyCorpus(t)
+	cfg := tinyTrainConfig(t, 4)
+	cfg.Beta2 = 0
+	straight, err := NewTrainer(cfg, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if straight.Cfg.Beta2 != DefaultBeta2 {
+		t.Fatalf("trainer Cfg.Beta2 = %v, want %v", straight.Cfg.Beta2, DefaultBeta2)
+	}
+	ctx := t.Context()
+	if err := straight.Run(ctx, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	part, err := NewTrainer(cfg, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := part.Run(ctx, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ck.safetensors")
+	if err := part.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	ts, meta, err := ReadSafetensors(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta["beta2"] != "0.95" {
+		t.Errorf("checkpoint metadata beta2 = %q, want \"0.95\"", meta["beta2"])
+	}
+	meta["beta2"] = "0" // as written before the value used was recorded
+	if err := WriteSafetensors(path, ts, meta); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := LoadCheckpoint(path)
+	if err != nil {
+		t.Fatalf("older checkpoint with beta2 0: %v", err)
+	}
+	if ck.Cfg.Beta2 != DefaultBeta2 {
+		t.Errorf("older checkpoint loads beta2 %v, want %v", ck.Cfg.Beta2, DefaultBeta2)
+	}
+	resumed, err := ck.Resume(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := resumed.Run(ctx, 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := straight.Params.Data()
+	for i, x := range resumed.Params.Data() {
+		if math.Float32bits(x) != math.Float32bits(want[i]) {
+			t.Fatalf("resumed from a beta2-0 checkpoint, parameter %d is %v, the straight run's %v", i, x, want[i])
+		}
+	}
 }

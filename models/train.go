@@ -18,9 +18,21 @@ type TrainConfig struct {
 	Warmup      int     // linear warmup steps
 	EvalEvery   int     // validate every this many steps, and at the end; 0: at the end only
 	EvalBatches int     // validation batches averaged per evaluation (always the same ones)
-	Beta2       float64 // AdamW's second-moment decay; 0 means the reference's 0.95
+	Beta2       float64 // AdamW's second-moment decay in (0, 1); a trainer stores DefaultBeta2 for 0
 	GradClip    float64 // clip the global gradient norm to this; 0 disables
 	Seed        int64
+}
+
+// DefaultBeta2 is the reference's AdamW second-moment decay.
+const DefaultBeta2 = 0.95
+
+// withDefaults fills the settings left at zero that have a default, so a
+// trainer's Cfg (and every checkpoint it writes) holds the values used.
+func (c TrainConfig) withDefaults() TrainConfig {
+	if c.Beta2 == 0 {
+		c.Beta2 = DefaultBeta2
+	}
+	return c
 }
 
 // Validate reports the first unusable setting.
@@ -40,7 +52,7 @@ func (c TrainConfig) Validate() error {
 	case c.EvalBatches < 1:
 		return fmt.Errorf("%w: eval-batches = %d, want >= 1", ErrConfig, c.EvalBatches)
 	case !(c.Beta2 >= 0 && c.Beta2 < 1):
-		return fmt.Errorf("%w: beta2 = %v, want in [0, 1) (0: the reference's 0.95)", ErrConfig, c.Beta2)
+		return fmt.Errorf("%w: beta2 = %v, want in (0, 1) (0: DefaultBeta2)", ErrConfig, c.Beta2)
 	case !(c.GradClip >= 0) || math.IsInf(c.GradClip, 0):
 		return fmt.Errorf("%w: grad-clip = %v, want >= 0 (0: no clipping)", ErrConfig, c.GradClip)
 	}
@@ -48,13 +60,11 @@ func (c TrainConfig) Validate() error {
 }
 
 // AdamW is the run's optimizer configuration: the reference's, with the
-// run's Beta2 and GradClip where set.
+// run's LR, Beta2 and GradClip.
 func (c TrainConfig) AdamW() AdamWConfig {
 	a := DefaultAdamW()
 	a.LR = c.LR
-	if c.Beta2 != 0 {
-		a.Beta2 = c.Beta2
-	}
+	a.Beta2 = c.withDefaults().Beta2
 	a.GradClip = c.GradClip
 	return a
 }
@@ -133,6 +143,7 @@ func NewTrainerFrom(cfg TrainConfig, data *Dataset, p *Params) (*Trainer, error)
 // ensureModel (NewTrainer and Resume do it at once, so that the first
 // step's time is a step's; an evaluation-only trainer never does).
 func newTrainer(cfg TrainConfig, data *Dataset, p *Params) (*Trainer, error) {
+	cfg = cfg.withDefaults()
 	mc := cfg.Model
 	if len(data.Train) < mc.Block+1 || len(data.Val) < mc.Block+1 {
 		return nil, fmt.Errorf("%w: splits of %d and %d tokens cannot hold a window of block %d", ErrBadData, len(data.Train), len(data.Val), mc.Block)

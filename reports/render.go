@@ -15,11 +15,12 @@ import (
 // Formats are the names accepted by Render.
 var Formats = []string{"table", "markdown", "json", "csv"}
 
-// Render writes the report in one of Formats.
+// Render writes the report in one of Formats; "table" fits the width of the
+// terminal w is, or Width when w is not a terminal.
 func (r *Report) Render(w io.Writer, format string) error {
 	switch format {
 	case "table":
-		return r.WriteText(w)
+		return r.WriteTextWidth(w, TerminalWidth(w))
 	case "markdown":
 		return r.WriteMarkdown(w)
 	case "json":
@@ -30,45 +31,84 @@ func (r *Report) Render(w io.Writer, format string) error {
 	return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats, ", "))
 }
 
-// WriteText writes the report for a terminal: tables drawn by tablewriter.
-func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%s — %s\n", r.Lab, r.Title)
+// WriteText writes the report for a terminal of Width columns.
+func (r *Report) WriteText(w io.Writer) error { return r.WriteTextWidth(w, Width) }
+
+// WriteTextWidth writes the report as text in which no line is wider than
+// width columns: tables drawn by tablewriter, the reports it holds first.
+func (r *Report) WriteTextWidth(w io.Writer, width int) error {
+	for _, sub := range r.Reports {
+		if err := sub.WriteTextWidth(w, width); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	writeWrapped(w, fmt.Sprintf("%s — %s", r.Lab, r.Title), width, 2)
 	if r.Config.Len() > 0 {
-		fmt.Fprintf(w, "config: %s\n", r.configLine())
+		writeWrapped(w, "config: "+r.configLine(), width, 8)
 	}
 	for _, t := range r.sections() {
-		fmt.Fprintf(w, "\n%s\n", t.Title)
-		tb := tablewriter.NewTable(w,
-			tablewriter.WithHeaderAutoFormat(tw.Off),
-			tablewriter.WithHeaderAlignment(tw.AlignCenter),
-			tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: t.alignments()}),
-		)
-		if err := fill(tb, t); err != nil {
+		fmt.Fprintln(w)
+		if err := writeTextTable(w, t.format(true), width); err != nil {
 			return err
 		}
 	}
-	r.writeNotes(w, "")
+	for _, n := range r.Notes {
+		fmt.Fprintln(w)
+		writeWrapped(w, n, width, 0)
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, r.verdict())
 	return nil
 }
 
-// WriteMarkdown writes the report as a markdown document.
+// WriteMarkdown writes the report as a markdown document, the reports it
+// holds first.
 func (r *Report) WriteMarkdown(w io.Writer) error {
+	for _, sub := range r.Reports {
+		if err := sub.WriteMarkdown(w); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "# %s — %s\n\n", r.Lab, r.Title)
 	if r.Config.Len() > 0 {
 		fmt.Fprintf(w, "config: `%s`  \n", r.configLine())
 	}
 	fmt.Fprintf(w, "env: %s %s/%s, %s, %d cores, commit %s, %s\n", r.Env.Go, r.Env.OS, r.Env.Arch, r.Env.CPU, r.Env.Cores, r.Env.Commit, r.Env.Time)
 	for _, t := range r.sections() {
-		fmt.Fprintf(w, "\n## %s\n\n", t.Title)
+		f := t.format(true)
+		fmt.Fprintf(w, "\n## %s\n\n", f.title)
+		if len(f.consts) > 0 {
+			fmt.Fprintf(w, "In every row: %s\n\n", strings.Join(f.consts, "; "))
+		}
+		align := make([]tw.Align, len(f.headers))
+		headers := make([]any, len(f.headers))
+		for j, h := range f.headers {
+			headers[j] = h
+			align[j] = tw.AlignLeft
+			if f.numeric[j] {
+				align[j] = tw.AlignRight
+			}
+		}
 		tb := tablewriter.NewTable(w,
 			tablewriter.WithRenderer(renderer.NewMarkdown()),
 			tablewriter.WithHeaderAutoFormat(tw.Off),
-			tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: t.alignments()}),
+			tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+			tablewriter.WithRowAutoWrap(tw.WrapNone),
+			tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
 		)
-		if err := fill(tb, t); err != nil {
-			return err
+		tb.Header(headers...)
+		for _, row := range f.cells {
+			if err := tb.Append(row); err != nil {
+				return fmt.Errorf("table %q: %w", f.title, err)
+			}
+		}
+		if err := tb.Render(); err != nil {
+			return fmt.Errorf("table %q: %w", f.title, err)
+		}
+		for i, n := range f.notes {
+			fmt.Fprintf(w, "\n%d. %s\n", i+1, n)
 		}
 	}
 	for _, f := range r.Figures {
@@ -76,119 +116,115 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(w, "\n![%s](%s)\n", strings.TrimSuffix(f, ".svg"), f)
 		}
 	}
-	r.writeNotes(w, "\n")
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "\n%s\n", n)
+	}
 	fmt.Fprintf(w, "\n**%s**\n", r.verdict())
 	return nil
 }
 
 // WriteCSV writes every table, metric and check as CSV records of the form
-// section,row,column,value — one long table a spreadsheet can pivot.
+// section,row,column,value,unit — one long table a spreadsheet can pivot,
+// with exact values (bytes as counts, durations in seconds). The reports
+// it holds come first, their sections prefixed with their lab's name.
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"section", "row", "column", "value"})
-	for _, k := range r.Metrics.Keys() {
-		v, _ := r.Metrics.Get(k)
-		cw.Write([]string{"metrics", k, "value", Cell(v)})
-	}
-	for _, t := range r.Tables {
-		for _, row := range t.Rows {
-			for j, c := range row {
-				col := fmt.Sprint(j)
-				if j < len(t.Columns) {
-					col = t.Columns[j]
-				}
-				cw.Write([]string{t.Title, row[0], col, c})
-			}
-		}
-	}
-	for _, c := range r.Checks {
-		cw.Write([]string{"checks", c.Name, "pass", Cell(c.Pass)})
-	}
+	cw.Write([]string{"section", "row", "column", "value", "unit"})
+	r.writeCSV(cw, "")
 	cw.Flush()
 	return cw.Error()
 }
 
-// sections are the tables to print: the lab's own, then metrics and checks.
-func (r *Report) sections() []Table {
-	out := make([]Table, 0, len(r.Tables)+2)
-	for _, t := range r.Tables {
-		out = append(out, *t)
+func (r *Report) writeCSV(cw *csv.Writer, prefix string) {
+	for _, sub := range r.Reports {
+		sub.writeCSV(cw, prefix+sub.Lab+": ")
 	}
+	for _, k := range r.Metrics.Keys() {
+		v, _ := r.Metrics.Get(k)
+		cw.Write([]string{prefix + "metrics", k, "value", csvValue(v), ""})
+	}
+	for _, t := range r.Tables {
+		for _, row := range t.Rows {
+			key := csvValue(t.Columns[0].Raw(row[0]))
+			for j, v := range row {
+				c := t.Columns[j]
+				cw.Write([]string{prefix + t.Title, key, c.Name, csvValue(c.Raw(v)), c.UnitName()})
+			}
+		}
+	}
+	for _, c := range r.Checks {
+		cw.Write([]string{prefix + "checks", c.Name, "pass", Cell(c.Pass), ""})
+	}
+}
+
+// csvValue writes an exact value: floats in their shortest exact form.
+func csvValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	}
+	return Cell(v)
+}
+
+// sections are the tables to print: the lab's own, then metrics and checks.
+func (r *Report) sections() []*Table {
+	out := append([]*Table(nil), r.Tables...)
 	if r.Metrics.Len() > 0 {
-		m := Table{Title: "Metrics", Columns: []string{"metric", "value"}}
+		m := &Table{Title: "Metrics", Columns: []Column{Text("metric"), Int("value")}}
 		for _, k := range r.Metrics.Keys() {
 			v, _ := r.Metrics.Get(k)
-			m.Rows = append(m.Rows, []string{k, Cell(v)})
+			m.Rows = append(m.Rows, []any{k, metricCell(k, v)})
 		}
 		out = append(out, m)
 	}
 	if len(r.Checks) > 0 {
-		c := Table{Title: "Checks", Columns: []string{"check", "result", "detail"}}
+		c := &Table{Title: "Checks", Columns: []Column{Text("check"), Text("result"), Text("detail")}}
 		for _, ch := range r.Checks {
 			res := "PASS"
+			var detail any = brief(ch.Detail)
 			if !ch.Pass {
-				res = "FAIL"
+				res, detail = "FAIL", ch.Detail
 			}
-			c.Rows = append(c.Rows, []string{ch.Name, res, ch.Detail})
+			c.Rows = append(c.Rows, []any{ch.Name, res, detail})
 		}
 		out = append(out, c)
 	}
 	return out
 }
 
-// alignments right-aligns the columns that hold only numbers and
-// left-aligns the rest.
-func (t Table) alignments() []tw.Align {
-	out := make([]tw.Align, len(t.Columns))
-	for j := range t.Columns {
-		out[j] = tw.AlignRight
-		for _, row := range t.Rows {
-			if j < len(row) && row[j] != "" && !numeric(row[j]) {
-				out[j] = tw.AlignLeft
-				break
-			}
+// metricCell formats a metric by its unit suffix: bytes as B/KiB/MiB/GiB
+// beside the exact count, anything else with Cell.
+func metricCell(name string, v any) string {
+	if strings.HasSuffix(name, "_bytes") {
+		if n, ok := number(v); ok && (n >= 1024 || n <= -1024) {
+			return fmt.Sprintf("%s (%s)", FormatBytes(n), Cell(v))
 		}
 	}
-	return out
-}
-
-func numeric(s string) bool {
-	s = strings.TrimSuffix(strings.TrimSuffix(s, "%"), "x")
-	_, err := strconv.ParseFloat(s, 64)
-	return err == nil
-}
-
-func fill(tb *tablewriter.Table, t Table) error {
-	header := make([]any, len(t.Columns))
-	for i, c := range t.Columns {
-		header[i] = c
-	}
-	tb.Header(header...)
-	for _, row := range t.Rows {
-		if err := tb.Append(row); err != nil {
-			return fmt.Errorf("table %q: %w", t.Title, err)
-		}
-	}
-	return tb.Render()
+	return Cell(v)
 }
 
 func (r *Report) configLine() string {
 	parts := make([]string, 0, r.Config.Len())
 	for _, k := range r.Config.Keys() {
 		v, _ := r.Config.Get(k)
-		parts = append(parts, fmt.Sprintf("%s=%s", k, Cell(v)))
+		parts = append(parts, fmt.Sprintf("%s=%s", k, configCell(v)))
 	}
 	return strings.Join(parts, " ")
 }
 
-func (r *Report) writeNotes(w io.Writer, sep string) {
-	if len(r.Notes) == 0 {
-		return
+// configCell shows a setting as --set takes it: numbers exactly.
+func configCell(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
 	}
-	fmt.Fprintln(w)
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "%s%s\n", n, sep)
-	}
+	return Cell(v)
 }
 
 func (r *Report) verdict() string {

@@ -1,6 +1,15 @@
 // Package reports owns the Report value every lab returns and its renderers:
 // a terminal table (tablewriter v1), markdown, the JSON schema of DESIGN.md,
 // CSV, and figures drawn with gonum/plot. It knows nothing about any lab.
+//
+// A table's columns are typed (Text, Int, Float, Bytes, Duration, Ratio,
+// Percent) and its cells hold values, not text: text and markdown format
+// each column one way (bytes in KiB/MiB/GiB, a fixed number of decimals),
+// JSON and CSV keep the exact values. Text output fits Width (100) columns:
+// long text wraps inside its column or becomes a numbered note under the
+// table, a column whose value never changes is said once above the table,
+// and a passed check's detail is shortened to one line (a failed one is
+// shown in full). Markdown, JSON and CSV hold everything in full.
 package reports
 
 import (
@@ -9,7 +18,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strconv"
+	"strings"
 )
 
 // Report is the result of one lab run.
@@ -25,15 +36,11 @@ type Report struct {
 	// Notes are short paragraphs printed after the tables: what a figure
 	// means, what was left out and why.
 	Notes []string `json:"notes,omitempty"`
+	// Reports are the full reports a summary is made of (the exit gate's
+	// labs); text and markdown print them before the summary.
+	Reports []*Report `json:"reports,omitempty"`
 
 	figures []Figure
-}
-
-// Table is a titled grid of cells, already formatted as text.
-type Table struct {
-	Title   string     `json:"title"`
-	Columns []string   `json:"columns"`
-	Rows    [][]string `json:"rows"`
 }
 
 // Check is one comparison that can fail.
@@ -51,20 +58,12 @@ func New(lab, title string) *Report {
 // Metric records a measured value. Names are snake_case with the unit as suffix.
 func (r *Report) Metric(name string, v any) { r.Metrics.Set(name, v) }
 
-// AddTable appends a table and returns it for rows to be added.
-func (r *Report) AddTable(title string, columns ...string) *Table {
-	t := &Table{Title: title, Columns: columns, Rows: [][]string{}}
+// AddTable appends a table with these columns and returns it for rows to
+// be added.
+func (r *Report) AddTable(title string, columns ...Column) *Table {
+	t := &Table{Title: title, Columns: columns, Rows: [][]any{}}
 	r.Tables = append(r.Tables, t)
 	return t
-}
-
-// Row appends a row; each cell is formatted with Cell.
-func (t *Table) Row(cells ...any) {
-	row := make([]string, len(cells))
-	for i, c := range cells {
-		row[i] = Cell(c)
-	}
-	t.Rows = append(t.Rows, row)
 }
 
 // Check records a comparison and returns its outcome.
@@ -81,18 +80,24 @@ func (r *Report) Note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-// Failed reports whether any check failed.
+// Failed reports whether any check failed, here or in a report it holds.
 func (r *Report) Failed() bool {
 	for _, c := range r.Checks {
 		if !c.Pass {
 			return true
 		}
 	}
+	for _, sub := range r.Reports {
+		if sub.Failed() {
+			return true
+		}
+	}
 	return false
 }
 
-// Cell formats one value for a table: integers plainly, floats with four
-// significant digits, everything else with %v.
+// Cell formats one value for a config line or a text cell: integers
+// plainly, floats with four significant digits, booleans as yes/no, lists
+// comma-separated (as --set takes them), everything else with %v.
 func Cell(v any) string {
 	switch x := v.(type) {
 	case string:
@@ -106,9 +111,17 @@ func Cell(v any) string {
 			return "yes"
 		}
 		return "no"
-	default:
-		return fmt.Sprint(v)
+	case nil:
+		return Missing
 	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = Cell(rv.Index(i).Interface())
+		}
+		return strings.Join(parts, ",")
+	}
+	return fmt.Sprint(v)
 }
 
 func formatFloat(x float64) string {

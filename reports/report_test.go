@@ -72,7 +72,7 @@ func sample() *Report {
 	r := New("demo", "A demonstration")
 	r.Config.Set("seed", 1)
 	r.Metric("planned_peak_bytes", 1536)
-	t := r.AddTable("Arena", "planner", "peak bytes")
+	t := r.AddTable("Arena", Text("planner"), Bytes("peak"))
 	t.Row("independent", 2304)
 	t.Row("best-fit", 1536)
 	r.Check("plan verified", true, "no overlap among %d buffers", 3)
@@ -89,7 +89,11 @@ func TestRenderFormats(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := b.String()
-			for _, want := range []string{"1536", "best-fit"} {
+			want := []string{"1.5 KiB", "best-fit"}
+			if format == "json" || format == "csv" {
+				want[0] = "1536"
+			}
+			for _, want := range want {
 				if !strings.Contains(s, want) {
 					t.Errorf("%s output lacks %q:\n%s", format, want, s)
 				}
@@ -192,9 +196,9 @@ func TestWriteFigures(t *testing.T) {
 // earlier land in the report even after more tables were added.
 func TestAddTableKeepsEarlierTables(t *testing.T) {
 	r := New("demo", "tables")
-	first := r.AddTable("first", "a")
+	first := r.AddTable("first", Int("a"))
 	for i := 0; i < 10; i++ {
-		r.AddTable("more", "b")
+		r.AddTable("more", Int("b"))
 	}
 	first.Row(1)
 	if len(r.Tables[0].Rows) != 1 {
