@@ -15,7 +15,9 @@ import (
 // from wrt to an output, each op's SymDiff giving its inputs' gradient
 // contributions; a node read by several ops gets the sum of their
 // contributions, added left to right in the order the ops are reached
-// going back from the outputs. It returns the gradient of each wrt node
+// going back from the outputs. Each wrt node is taken as an independent
+// variable: the backward does not go below it (a segment's input is a leaf
+// of the segment's backward). It returns the gradient of each wrt node
 // (nil for one the outputs do not depend on).
 //
 // gorgonia.Grad does the same but sums with gorgonia's own Add, an op the
@@ -40,7 +42,11 @@ func BackwardReading(outputs, gradOutputs, wrt G.Nodes, read func(n *G.Node) (*G
 	if len(outputs) != len(gradOutputs) {
 		return nil, fmt.Errorf("backward: %d outputs, %d output gradients", len(outputs), len(gradOutputs))
 	}
-	order := topoOrder(outputs)
+	leaf := make(map[*G.Node]bool, len(wrt))
+	for _, w := range wrt {
+		leaf[w] = true
+	}
+	order := topoOrder(outputs, leaf)
 	depends := make(map[*G.Node]bool, len(order)) // a wrt node is at or below it
 	for _, w := range wrt {
 		depends[w] = true
@@ -70,7 +76,7 @@ func BackwardReading(outputs, gradOutputs, wrt G.Nodes, read func(n *G.Node) (*G
 			return nil, fmt.Errorf("backward: gradient of %v: %w", n, err)
 		}
 		grads[n] = g
-		if n.Op() == nil {
+		if n.Op() == nil || leaf[n] {
 			continue
 		}
 		in := children(n)
@@ -159,10 +165,10 @@ func children(n *G.Node) G.Nodes {
 	return out
 }
 
-// topoOrder is every node the outputs depend on, each after the nodes it
-// reads (a depth-first post-order, children in argument order, so the
-// order is the same for the same construction).
-func topoOrder(outputs G.Nodes) G.Nodes {
+// topoOrder is every node the outputs depend on down to the leaves, each
+// after the nodes it reads (a depth-first post-order, children in argument
+// order, so the order is the same for the same construction).
+func topoOrder(outputs G.Nodes, leaf map[*G.Node]bool) G.Nodes {
 	var order G.Nodes
 	seen := map[*G.Node]bool{}
 	var visit func(n *G.Node)
@@ -171,8 +177,10 @@ func topoOrder(outputs G.Nodes) G.Nodes {
 			return
 		}
 		seen[n] = true
-		for _, c := range children(n) {
-			visit(c)
+		if !leaf[n] {
+			for _, c := range children(n) {
+				visit(c)
+			}
 		}
 		order = append(order, n)
 	}

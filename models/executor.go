@@ -14,9 +14,16 @@ import (
 type ModelOption func(*modelOptions)
 
 type modelOptions struct {
-	tape  bool
-	arena arena.Options
+	tape     bool
+	arena    arena.Options
+	schedule *StepSchedule
 }
+
+// WithStepSchedule builds a training model's step by a schedule of forward,
+// recomputation and backward passes (gradient checkpointing), run in that
+// order: the arena follows it (arena.Options.Order), so what each
+// schedule keeps and recomputes is what the planned arena holds.
+func WithStepSchedule(s StepSchedule) ModelOption { return func(o *modelOptions) { o.schedule = &s } }
 
 // defaultArena is how a model's arena is planned unless WithArena says
 // otherwise: the default planner, ops in place where legal.

@@ -64,8 +64,11 @@ func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) 
 		return nil, err
 	}
 	m := &Model{cfg: cfg, params: p, B: B, T: T, train: train, g: G.NewGraph()}
-	if err := m.build(); err != nil {
+	if err := m.build(o.schedule); err != nil {
 		return nil, fmt.Errorf("build GPT graph: %w", err)
+	}
+	if o.schedule != nil {
+		o.arena.Order = opsInOrder(m.g) // the order the schedule built them in
 	}
 	retain := append(G.Nodes{m.loss, m.logits}, m.GradNodes()...)
 	exec, err := newExecutor(m.g, retain, o)
@@ -74,6 +77,17 @@ func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) 
 	}
 	m.exec = exec
 	return m, nil
+}
+
+// opsInOrder is every op node of g in the order it was made.
+func opsInOrder(g *G.ExprGraph) []*G.Node {
+	var out []*G.Node
+	for _, n := range g.AllNodes() {
+		if n.Op() != nil && g.From(n.ID()).Len() > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // checkShape validates a config, the parameters made for it and a batch
@@ -109,8 +123,9 @@ func (m *Model) LossNode() *G.Node { return m.loss }
 func (m *Model) LogitsNode() *G.Node { return m.logits }
 
 // build makes the graph: the GPT forward of layers.go over (B, T) tokens,
-// the loss, and for training the backward of every parameter.
-func (m *Model) build() error {
+// the loss, and for training the backward of every parameter, in one
+// Backward over the whole model or, with a schedule, pass by pass.
+func (m *Model) build(sched *StepSchedule) error {
 	N := m.B * m.T
 	n := newNet(m.g, m.cfg, m.params, m.B, m.T, m.train, nil)
 	m.idx, m.pos, m.tgt = make([]int, N), make([]int, N), make([]int, N)
@@ -120,6 +135,18 @@ func (m *Model) build() error {
 	idx := n.input("idx", m.idx, N)
 	pos := n.input("pos", m.pos, N)
 	tgt := n.input("targets", m.tgt, N)
+	if sched != nil {
+		if !m.train {
+			return fmt.Errorf("%w: a schedule of passes is for a training model", ErrConfig)
+		}
+		loss, logits, grads, err := n.scheduled(*sched, idx, pos, tgt, n.input("dloss", []float32{1}, 1))
+		if err != nil {
+			return err
+		}
+		m.loss, m.logits, m.masks = loss, logits, n.masks
+		_, counts := n.paramNodes()
+		return m.setGrads(n, grads, counts)
+	}
 
 	x := n.embed(idx, pos) // (B*T, C)
 	for l := range m.cfg.Layers {
@@ -140,13 +167,24 @@ func (m *Model) build() error {
 	if err != nil {
 		return fmt.Errorf("gradients: %w", err)
 	}
-	m.wrt = all
+	var grads [][]*G.Node
+	k := 0
+	for _, c := range counts {
+		grads = append(grads, gs[k:k+c])
+		k += c
+	}
+	return m.setGrads(n, grads, counts)
+}
+
+// setGrads records each parameter's gradient nodes (and the parameter
+// nodes they differentiate).
+func (m *Model) setGrads(n *net, grads [][]*G.Node, counts []int) error {
+	m.wrt, _ = n.paramNodes()
 	m.grads = make([]gradParts, len(counts))
 	m.joined = make([][]float32, len(counts))
-	k := 0
 	for i, c := range counts {
-		m.grads[i] = gradParts{nodes: gs[k : k+c]}
-		for _, g := range m.grads[i].nodes {
+		m.grads[i] = gradParts{nodes: grads[i]}
+		for _, g := range grads[i] {
 			if g == nil {
 				return fmt.Errorf("gradients: the loss does not depend on %s", m.params.Names()[i])
 			}
@@ -154,7 +192,6 @@ func (m *Model) build() error {
 		if c > 1 {
 			m.joined[i] = make([]float32, len(m.params.Slice(m.params.Names()[i])))
 		}
-		k += c
 	}
 	return nil
 }

@@ -31,7 +31,20 @@ type net struct {
 
 	wrt   map[string]G.Nodes // parameter name -> its nodes (c_attn: three row blocks)
 	masks []maskInput
+	cores []attnCore // every attention core built, in order
 	err   error
+}
+
+// attnCore is the middle of one attention: the (B*H, T, T) scores of q
+// and k, their causal softmax, and that after dropout (the same node
+// when there is none). Megatron's selective recomputation drops these and
+// recomputes them from q and k for the backward.
+type attnCore struct {
+	layer                  int
+	q, k                   *G.Node
+	scores, probs, dropped *G.Node
+	mask                   *G.Node // nil without dropout
+	scale                  float64
 }
 
 // maskInput is one dropout mask fed to the graph.
@@ -128,15 +141,32 @@ func (n *net) attention(h *G.Node, l int) *G.Node {
 	if n.kv != nil {
 		y = n.do(func() (*G.Node, error) { return CachedAttention(qkv[0], qkv[1], qkv[2], n.kv, l) }) // (B*H, T, hs)
 	} else {
-		scale := 1 / math.Sqrt(float64(n.cfg.HeadSize()))
-		att := n.do(func() (*G.Node, error) { return arena.MatMul(qkv[0], qkv[1], false, true) }) // (B*H, T, T)
-		att = n.do(func() (*G.Node, error) { return CausalSoftmax(att, scale) })                  // (B*H, T, T)
-		att = n.dropout(att, l, SiteAttn)
-		y = n.do(func() (*G.Node, error) { return arena.MatMul(att, qkv[2], false, false) }) // (B*H, T, hs)
+		c := n.attnScores(attnCore{layer: l, q: qkv[0], k: qkv[1], scale: 1 / math.Sqrt(float64(n.cfg.HeadSize()))})
+		n.cores = append(n.cores, c)
+		y = n.do(func() (*G.Node, error) { return arena.MatMul(c.dropped, qkv[2], false, false) }) // (B*H, T, hs)
 	}
 	y = n.do(func() (*G.Node, error) { return MergeHeads(y, B, T, H) }) // (B*T, C)
 	y = n.linear(y, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias"))
 	return n.dropout(y, l, SiteAttnResid) // (B*T, C)
+}
+
+// attnScores fills in c from its q and k: scores = q·kᵀ, the causal
+// softmax of scores/√hs, dropout (with a new mask input unless c.mask is
+// set: a recomputation passes the first pass's mask).
+func (n *net) attnScores(c attnCore) attnCore {
+	c.scores = n.do(func() (*G.Node, error) { return arena.MatMul(c.q, c.k, false, true) }) // (B*H, T, T)
+	c.probs = n.do(func() (*G.Node, error) { return CausalSoftmax(c.scores, c.scale) })     // (B*H, T, T)
+	c.dropped = c.probs
+	switch {
+	case c.mask != nil:
+		c.dropped = n.do(func() (*G.Node, error) { return arena.Masked(c.probs, c.mask) }) // (B*H, T, T)
+	case n.train && n.cfg.Dropout > 0:
+		c.dropped = n.dropout(c.probs, c.layer, SiteAttn) // (B*H, T, T)
+		if len(n.masks) > 0 {
+			c.mask = n.masks[len(n.masks)-1].node
+		}
+	}
+	return c
 }
 
 // mlp is the 4x feed-forward of layer l: c_fc, exact GELU, c_proj.

@@ -16,6 +16,9 @@ import (
 type ReshapeOp struct {
 	opBase
 	From, To tensor.Shape
+	// Tag tells apart views of one value that must stay distinct nodes
+	// (Alias): gorgonia merges nodes of equal op and inputs.
+	Tag int
 }
 
 // Reshape is the node x viewed as shape to.
@@ -23,9 +26,22 @@ func Reshape(x *gorgonia.Node, to ...int) (*gorgonia.Node, error) {
 	return gorgonia.ApplyOp(ReshapeOp{From: x.Shape().Clone(), To: tensor.Shape(to).Clone()}, x)
 }
 
+// Alias is a view of x in its own shape that is a node of its own, told
+// apart from other aliases of x by tag: a recomputation reads its input
+// through one, so that gorgonia does not merge the recomputed ops with
+// the first pass's (equal ops on equal inputs are one node to it).
+func Alias(x *gorgonia.Node, tag int) (*gorgonia.Node, error) {
+	return gorgonia.ApplyOp(ReshapeOp{From: x.Shape().Clone(), To: x.Shape().Clone(), Tag: tag}, x)
+}
+
 // Name is the op's kind.
-func (ReshapeOp) Name() string      { return "Reshape" }
-func (op ReshapeOp) String() string { return fmt.Sprintf("Reshape%v→%v", op.From, op.To) }
+func (ReshapeOp) Name() string { return "Reshape" }
+func (op ReshapeOp) String() string {
+	if op.Tag != 0 {
+		return fmt.Sprintf("Alias%v#%d", op.To, op.Tag)
+	}
+	return fmt.Sprintf("Reshape%v→%v", op.From, op.To)
+}
 func (ReshapeOp) Arity() int        { return 1 }
 func (op ReshapeOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
