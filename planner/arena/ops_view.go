@@ -42,7 +42,7 @@ func (op ReshapeOp) String() string {
 	}
 	return fmt.Sprintf("Reshape%v→%v", op.From, op.To)
 }
-func (ReshapeOp) Arity() int        { return 1 }
+func (ReshapeOp) Arity() int { return 1 }
 func (op ReshapeOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
 	return hm.NewFnType(tensorType(len(op.From), a), tensorType(len(op.To), a))
