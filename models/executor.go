@@ -14,9 +14,12 @@ import (
 type ModelOption func(*modelOptions)
 
 type modelOptions struct {
-	tape     bool
-	arena    arena.Options
-	schedule *StepSchedule
+	tape      bool
+	arena     arena.Options
+	schedule  *StepSchedule
+	rng       RNGOptions
+	stat      *RunningMean
+	statGuard bool
 }
 
 // WithStepSchedule builds a training model's step by a schedule of forward,

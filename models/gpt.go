@@ -38,6 +38,10 @@ type Model struct {
 	joined       [][]float32 // gradient buffers of split parameters
 
 	masks    []maskInput
+	passes   []passRec // a scheduled step's passes, as built
+	rngOpts  RNGOptions
+	rng      *stream   // the stateful masks' generator, made at the first Feed
+	extra    []*G.Node // nodes run for their effect (a RunningMean's updates)
 	dropSeed int64
 	dropStep int64
 }
@@ -63,14 +67,18 @@ func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) 
 	if err := checkShape(cfg, p, B, T); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, params: p, B: B, T: T, train: train, g: G.NewGraph()}
-	if err := m.build(o.schedule); err != nil {
+	m := &Model{cfg: cfg, params: p, B: B, T: T, train: train, g: G.NewGraph(), rngOpts: o.rng}
+	if (o.rng.Kind == Stateful || o.stat != nil) && o.schedule == nil {
+		return nil, fmt.Errorf("%w: stateful dropout masks and running means need a step schedule (WithStepSchedule)", ErrConfig)
+	}
+	if err := m.build(o); err != nil {
 		return nil, fmt.Errorf("build GPT graph: %w", err)
 	}
 	if o.schedule != nil {
 		o.arena.Order = opsInOrder(m.g) // the order the schedule built them in
 	}
 	retain := append(G.Nodes{m.loss, m.logits}, m.GradNodes()...)
+	retain = append(retain, m.extra...)
 	exec, err := newExecutor(m.g, retain, o)
 	if err != nil {
 		return nil, err
@@ -125,9 +133,11 @@ func (m *Model) LogitsNode() *G.Node { return m.logits }
 // build makes the graph: the GPT forward of layers.go over (B, T) tokens,
 // the loss, and for training the backward of every parameter, in one
 // Backward over the whole model or, with a schedule, pass by pass.
-func (m *Model) build(sched *StepSchedule) error {
+func (m *Model) build(o modelOptions) error {
+	sched := o.schedule
 	N := m.B * m.T
 	n := newNet(m.g, m.cfg, m.params, m.B, m.T, m.train, nil)
+	n.stat, n.statGuard = o.stat, o.statGuard
 	m.idx, m.pos, m.tgt = make([]int, N), make([]int, N), make([]int, N)
 	for i := range m.pos {
 		m.pos[i] = i % m.T
@@ -143,7 +153,7 @@ func (m *Model) build(sched *StepSchedule) error {
 		if err != nil {
 			return err
 		}
-		m.loss, m.logits, m.masks = loss, logits, n.masks
+		m.loss, m.logits, m.masks, m.passes, m.extra = loss, logits, n.masks, n.passes, n.statNodes
 		_, counts := n.paramNodes()
 		return m.setGrads(n, grads, counts)
 	}
@@ -240,6 +250,13 @@ func (m *Model) Feed(idx, targets []int32) error {
 		clear(m.tgt)
 	} else if err := m.load(m.tgt, targets, "targets"); err != nil {
 		return err
+	}
+	if m.rngOpts.Kind == Stateful {
+		if m.rng == nil {
+			m.rng = newStream(m.dropSeed)
+		}
+		m.fillStateful()
+		return nil
 	}
 	for _, mk := range m.masks {
 		DropoutMask(mk.data, m.cfg.Dropout, m.dropSeed, m.dropStep, mk.layer, mk.site)

@@ -29,10 +29,16 @@ type net struct {
 	train bool     // dropout masks (when cfg.Dropout > 0)
 	kv    *KVCache // nil: attend over this graph's own T tokens
 
-	wrt   map[string]G.Nodes // parameter name -> its nodes (c_attn: three row blocks)
-	masks []maskInput
-	cores []attnCore // every attention core built, in order
-	err   error
+	wrt    map[string]G.Nodes // parameter name -> its nodes (c_attn: three row blocks)
+	masks  []maskInput
+	cores  []attnCore // every attention core built, in order
+	passes []passRec  // a scheduled step's passes, as built
+
+	stat        *RunningMean // updated on the input of layer 0's MLP half
+	statGuard   bool         // recomputations do not update stat
+	recomputing bool         // the forward being built is a recomputation
+	statNodes   []*G.Node    // the update ops built (the step retains them)
+	err         error
 }
 
 // attnCore is the middle of one attention: the (B*H, T, T) scores of q
@@ -209,7 +215,10 @@ func (n *net) dropout(x *G.Node, layer, site int) *G.Node {
 	}
 	s := x.Shape()
 	data := make([]float32, s.TotalSize())
-	mask := n.input(fmt.Sprintf("dropout.%d.%d", layer, site), data, s...)
+	// a name of its own (gorgonia makes inputs of one name one node): a
+	// recomputation's masks are inputs of their own, filled like the first
+	// pass's (stateless) or drawn again (stateful)
+	mask := n.input(fmt.Sprintf("dropout.%d.%d.%d", layer, site, len(n.masks)), data, s...)
 	n.masks = append(n.masks, maskInput{node: mask, data: data, layer: layer, site: site})
 	return n.do(func() (*G.Node, error) { return arena.Masked(x, mask) })
 }

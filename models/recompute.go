@@ -2,31 +2,41 @@ package models
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	G "gorgonia.org/gorgonia"
 
 	"gptlab/planner/arena"
+	"gptlab/planner/recompute"
 )
 
 // Pass is one step of a training step's schedule over the chain of
 // segments (Chain): the forward of segment Seg (its first run, or a
-// recomputation) or its backward.
+// recomputation) or its backward. A Selective forward of an attention
+// half keeps all but its core: the backward that reads it recomputes the
+// (B*H, T, T) scores, probabilities and dropout output from q and k
+// (Megatron's selective recomputation), and the forward's own die as
+// soon as the forward is past them.
 type Pass struct {
-	Seg      int
-	Backward bool
+	Seg       int
+	Backward  bool
+	Selective bool
 }
 
-// String is "F3" or "B3".
+// String is "F3", "F3s" (selective) or "B3".
 func (p Pass) String() string {
-	if p.Backward {
+	switch {
+	case p.Backward:
 		return fmt.Sprintf("B%d", p.Seg)
+	case p.Selective:
+		return fmt.Sprintf("F%ds", p.Seg)
 	}
 	return fmt.Sprintf("F%d", p.Seg)
 }
 
-// StepSchedule is how a training step runs the chain: the passes in order,
-// and whether each layer's attention core is recomputed for its backward.
+// StepSchedule is how a training step runs the chain: the passes in
+// order.
 //
 // A forward pass of segment i reads the output of the latest forward of
 // segment i-1; the backward of segment i reads the activations of the
@@ -36,14 +46,9 @@ func (p Pass) String() string {
 // activations no backward reads leaves only its output behind, and that
 // only while a later forward or backward still reads it. The plain step
 // is F0 … F(S-1), B(S-1) … B0; checkpointing inserts recomputations
-// (forwards again) before the backwards that need them. With Selective,
-// the backward of an attention half reads the (B*H, T, T) scores,
-// probabilities and dropout output recomputed from q and k (Megatron's
-// selective recomputation) instead of the forward's, which then die as
-// soon as the forward is past them.
+// (forwards again) before the backwards that need them.
 type StepSchedule struct {
-	Passes    []Pass
-	Selective bool
+	Passes []Pass
 }
 
 // String lists the passes: "F0 F1 B1 B0".
@@ -52,11 +57,32 @@ func (s StepSchedule) String() string {
 	for i, p := range s.Passes {
 		parts[i] = p.String()
 	}
-	out := strings.Join(parts, " ")
-	if s.Selective {
-		out += " (selective)"
+	return strings.Join(parts, " ")
+}
+
+// Selective is s with every forward of an attention half selective.
+func (s StepSchedule) Selective(cfg Config) StepSchedule {
+	chain := Chain(cfg)
+	out := StepSchedule{Passes: slices.Clone(s.Passes)}
+	for i, p := range out.Passes {
+		if !p.Backward && p.Seg < len(chain) && chain[p.Seg].Kind == SegAttn {
+			out.Passes[i].Selective = true
+		}
 	}
 	return out
+}
+
+// FromMoves is the step schedule of a chain schedule whose links are the
+// segments after the embedding (link i is segment i+1): the embedding's
+// forward first and its backward last around the moves; a move's partial
+// save is a selective forward.
+func FromMoves(moves recompute.Moves) StepSchedule {
+	s := StepSchedule{Passes: []Pass{{Seg: 0}}}
+	for _, m := range moves {
+		s.Passes = append(s.Passes, Pass{Seg: m.Link + 1, Backward: m.Backward, Selective: m.Part})
+	}
+	s.Passes = append(s.Passes, Pass{Seg: 0, Backward: true})
+	return s
 }
 
 // PlainStepSchedule is the step without recomputation: every forward, then
@@ -138,6 +164,8 @@ func (s StepSchedule) Validate(cfg Config) error {
 			return fmt.Errorf("%w: pass %d (%v): the embedding is never recomputed", ErrConfig, i, p)
 		case !p.Backward && p.Seg > next:
 			return fmt.Errorf("%w: pass %d (%v): a forward after its segment's backward", ErrConfig, i, p)
+		case p.Selective && (p.Backward || Chain(cfg)[p.Seg].Kind != SegAttn):
+			return fmt.Errorf("%w: pass %d (%v): only an attention half's forward can be selective", ErrConfig, i, p)
 		}
 		if p.Backward {
 			next--
@@ -153,10 +181,21 @@ func (s StepSchedule) Validate(cfg Config) error {
 
 // segCopy is one forward of a segment in the graph.
 type segCopy struct {
-	in     *G.Node    // the input (nil for the embedding)
-	out    *G.Node    // the output: the next residual stream, or the head's loss
-	logits *G.Node    // the head's
-	cores  []attnCore // an attention half's core
+	in        *G.Node    // the input (nil for the embedding)
+	out       *G.Node    // the output: the next residual stream, or the head's loss
+	logits    *G.Node    // the head's
+	cores     []attnCore // an attention half's core
+	selective bool       // its backward recomputes the cores
+}
+
+// passRec is what one pass of a scheduled step added to the graph.
+type passRec struct {
+	Pass
+	ops   []*G.Node   // the op nodes it made, in order
+	out   *G.Node     // a forward's output; a backward's input gradient (nil for the embedding's)
+	core  []*G.Node   // a forward's attention core ops
+	grads []*G.Node   // a backward's parameter gradients
+	masks []maskInput // a forward's dropout masks, in the order it draws them
 }
 
 // segment adds one forward of seg on input in.
@@ -169,6 +208,10 @@ func (n *net) segment(seg Segment, in, idx, pos, tgt *G.Node) segCopy {
 	case SegAttn:
 		c.out = n.attnHalf(in, seg.Layer) // (B*T, C)
 	case SegMLP:
+		if n.stat != nil && seg.Layer == 0 {
+			op := runningMeanOp{stat: n.stat, update: !(n.recomputing && n.statGuard)}
+			n.statNodes = append(n.statNodes, n.do(func() (*G.Node, error) { return G.ApplyOp(op, in) })) // (1)
+		}
 		c.out = n.mlpHalf(in, seg.Layer) // (B*T, C)
 	case SegHead:
 		c.logits = n.head(in)                                                        // (B*T, V)
@@ -214,6 +257,7 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 	if err := s.Validate(n.cfg); err != nil {
 		return nil, nil, nil, err
 	}
+	n.passes = nil
 	chain := Chain(n.cfg)
 	latest := make([]*segCopy, len(chain))
 	dy := make([]*G.Node, len(chain)) // the gradient of each segment's output
@@ -222,6 +266,17 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 	for i, pass := range s.Passes {
 		if n.err != nil {
 			break
+		}
+		rec := passRec{Pass: pass}
+		made, madeMasks := len(n.g.AllNodes()), len(n.masks)
+		record := func() {
+			for _, x := range n.g.AllNodes()[made:] {
+				if x.Op() != nil && n.g.From(x.ID()).Len() > 0 {
+					rec.ops = append(rec.ops, x)
+				}
+			}
+			rec.masks = n.masks[madeMasks:]
+			n.passes = append(n.passes, rec)
 		}
 		seg := chain[pass.Seg]
 		if !pass.Backward {
@@ -232,11 +287,21 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 					in = n.do(func() (*G.Node, error) { return arena.Alias(in, i+1) })
 				}
 			}
+			n.recomputing = latest[pass.Seg] != nil
 			c := n.segment(seg, in, idx, pos, tgt)
+			c.selective = pass.Selective
 			if latest[pass.Seg] == nil && seg.Kind == SegHead {
 				loss, logits = c.out, c.logits
 			}
 			latest[pass.Seg] = &c
+			rec.out = c.out
+			for _, core := range c.cores {
+				rec.core = append(rec.core, core.scores, core.probs)
+				if core.dropped != core.probs {
+					rec.core = append(rec.core, core.dropped)
+				}
+			}
+			record()
 			continue
 		}
 		c := latest[pass.Seg]
@@ -249,7 +314,7 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 			wrt = append(wrt, c.in)
 		}
 		var read func(*G.Node) (*G.Node, error)
-		if s.Selective && len(c.cores) > 0 {
+		if c.selective && len(c.cores) > 0 {
 			read = n.recomputeCores(c.cores, i+1)
 		}
 		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, read)
@@ -260,11 +325,14 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 		for _, name := range names {
 			parts := len(n.wrt[name])
 			contrib[name] = append(contrib[name], gs[k:k+parts])
+			rec.grads = append(rec.grads, gs[k:k+parts]...)
 			k += parts
 		}
 		if c.in != nil {
 			dy[pass.Seg-1] = gs[k]
+			rec.out = gs[k]
 		}
+		record()
 	}
 	if n.err != nil {
 		return nil, nil, nil, n.err

@@ -33,10 +33,8 @@ func TestSchedulesGiveTheSameStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	selective := plain
-	selective.Selective = true
-	both := every2
-	both.Selective = true
+	selective := plain.Selective(cfg)
+	both := every2.Selective(cfg)
 	peaks := map[string]int64{}
 	for _, tc := range []struct {
 		name string
@@ -90,5 +88,97 @@ func TestStepScheduleRejects(t *testing.T) {
 	}
 	if _, err := CheckpointStepSchedule(cfg, []int{5}); err == nil {
 		t.Error(fmt.Sprint("keep layer 5 of 2: no error"))
+	}
+}
+
+// TestStatefulRNG: with masks from a sequential generator, a checkpointed
+// step equals the plain one only when the generator's state is stashed
+// and restored around each recomputation; then the stream after the step
+// is the plain step's too. Without the restore the recomputation draws
+// other masks: different gradients and a stream moved on (the negative
+// control).
+func TestStatefulRNG(t *testing.T) {
+	cfg, _ := Preset("tiny")
+	cfg.Dropout = 0.2
+	p := NewParams(cfg, 3)
+	idx, tgt := randomBatch(cfg, cfg.Batch, cfg.Block, 2)
+	ck, err := CheckpointStepSchedule(cfg, []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(s StepSchedule, preserve bool) (*Model, float32) {
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithStepSchedule(s), WithRNG(RNGOptions{Kind: Stateful, Preserve: preserve}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetDropoutSeed(5)
+		loss, err := m.Step(idx, tgt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, loss
+	}
+	plain, lp := run(PlainStepSchedule(cfg), true)
+	defer plain.Close()
+	kept, lk := run(ck, true)
+	defer kept.Close()
+	naive, ln := run(ck, false)
+	defer naive.Close()
+	if lk != lp || ln != lp {
+		t.Errorf("losses %v (plain), %v (restored), %v (not restored): the first forward must be the same", lp, lk, ln)
+	}
+	worst := 0.0
+	for _, name := range p.Names() {
+		if d := maxAbsDiff(kept.Grad(name), plain.Grad(name)); d != 0 {
+			t.Errorf("restored: %s differs by %g", name, d)
+		}
+		worst = max(worst, maxAbsDiff(naive.Grad(name), plain.Grad(name)))
+	}
+	if worst == 0 {
+		t.Error("without the restore the gradients are the plain step's: the recomputation did not draw new masks")
+	}
+	if string(kept.RNGState()) != string(plain.RNGState()) {
+		t.Error("restored: the stream after the step is not the plain step's")
+	}
+	if string(naive.RNGState()) == string(plain.RNGState()) {
+		t.Error("not restored: the stream after the step is the plain step's")
+	}
+	t.Logf("without the restore: max |gradient difference| %g", worst)
+}
+
+// TestRunningMeanGuard: replaying a stateful update twice changes the
+// program. A checkpointed step that recomputes the segment holding a
+// running mean updates it twice, unless the recomputation is guarded;
+// guarded, the mean is the plain step's to the bit.
+func TestRunningMeanGuard(t *testing.T) {
+	cfg, _ := Preset("tiny")
+	p := NewParams(cfg, 3)
+	idx, tgt := randomBatch(cfg, cfg.Batch, cfg.Block, 2)
+	ck, err := CheckpointStepSchedule(cfg, []int{1}) // recomputes layer 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(s StepSchedule, guard bool) RunningMean {
+		stat := &RunningMean{Momentum: 0.1}
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithStepSchedule(s), WithRunningMean(stat, guard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		for range 3 {
+			if _, err := m.Step(idx, tgt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return *stat
+	}
+	plain := run(PlainStepSchedule(cfg), true)
+	guarded := run(ck, true)
+	naive := run(ck, false)
+	if plain.Updates != 3 || guarded != plain {
+		t.Errorf("guarded %+v, plain %+v: want the same mean after 3 updates", guarded, plain)
+	}
+	if naive.Updates != 6 || naive.Mean == plain.Mean {
+		t.Errorf("unguarded %+v: want 6 updates and another mean than %v", naive, plain.Mean)
 	}
 }

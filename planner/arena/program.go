@@ -21,7 +21,9 @@ package arena
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/gorgonia"
@@ -521,4 +523,48 @@ func (p *Program) name(v Value) string {
 		return p.vals[v].node.Name()
 	}
 	return strconv.Itoa(int(v))
+}
+
+// BufferOf is the index in Problem's buffers of the storage n's value
+// takes (the base's, for a view), or false for a value outside the arena
+// or an input.
+func (p *Program) BufferOf(n *gorgonia.Node) (int, bool) {
+	v, ok := p.byNode[n.ID()]
+	if !ok {
+		return 0, false
+	}
+	b, ok := p.bufOf[p.storageOwner()[v]]
+	return b, ok
+}
+
+// Profile runs the program runs times and returns the median time of each
+// step (the op at that position of the schedule), for cost models that
+// need what each part of a program takes. Timing every op adds a clock
+// read per op; the sum is close to, not equal to, a Run's time.
+func (p *Program) Profile(runs int) ([]time.Duration, error) {
+	if runs < 1 {
+		return nil, fmt.Errorf("arena: profile of %d runs", runs)
+	}
+	times := make([][]time.Duration, len(p.steps))
+	for i := range times {
+		times[i] = make([]time.Duration, runs)
+	}
+	for r := range runs {
+		if err := p.loadInputs(); err != nil {
+			return nil, err
+		}
+		for i := range p.steps {
+			t0 := time.Now()
+			if err := p.runStep(i); err != nil {
+				return nil, err
+			}
+			times[i][r] = time.Since(t0)
+		}
+	}
+	out := make([]time.Duration, len(p.steps))
+	for i, ts := range times {
+		slices.Sort(ts)
+		out[i] = ts[runs/2]
+	}
+	return out, nil
 }

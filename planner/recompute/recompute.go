@@ -29,6 +29,7 @@ type Link struct {
 	Saved int64 // bytes its forward keeps for its backward (besides its input)
 	TempF int64 // bytes live only while its forward runs (beyond its input and output)
 	TempB int64 // bytes live only while its backward runs (beyond saved, gradients)
+	Grads int64 // bytes its backward leaves for good (its parameters' gradients)
 	Fwd   float64
 	Bwd   float64
 	// A partial save, when PartSaved > 0: the forward keeps PartSaved bytes
@@ -90,7 +91,8 @@ type copyOf struct {
 // there and not counted); the backward of link i reads the latest forward
 // of i (its saved bytes, its input) and the gradient of i's output (from
 // the backward of i+1; the last link's is not counted), and writes the
-// gradient of its input (the chain input's, for link 0). A forward's peak
+// gradient of its input (the chain input's, for link 0) and its Grads,
+// which stay to the end. A forward's peak
 // is its input, its output and TempF (which includes what it may keep);
 // what it keeps stays after it only if a backward reads it. Every value lives from the move that makes it to
 // its last reader; what no later move reads dies with the move that made
@@ -169,12 +171,12 @@ func Simulate(links []Link, in int64, moves Moves) (time float64, peak int64, er
 			if m.Link > 0 {
 				dx = links[m.Link-1].Out
 			}
-			during = live + l.TempB + extra + dx
+			during = live + l.TempB + extra + dx + l.Grads
 			if savedLive[c] {
 				live -= saved(c)
 				savedLive[c] = false
 			}
-			live += dx - dy
+			live += dx - dy + l.Grads
 			dy = dx
 		}
 		peak = max(peak, during)
@@ -235,6 +237,7 @@ type searcher struct {
 	q      int64               // bytes per memory unit of the budget
 	memo   map[[4]int64]result // (s, t, m, space) -> best, nil for an exhaustive search
 	sizes  func(int64) int64   // bytes -> units (rounded up)
+	grads  []int64             // grads[i]: units of the gradients of links 0..i-1
 }
 
 // result is the best schedule of a subchain in the model.
@@ -281,6 +284,10 @@ func (s *searcher) solve(budget int64) (Schedule, error) {
 		return Schedule{}, fmt.Errorf("%w: an empty chain", ErrSchedule)
 	}
 	s.sizes = func(b int64) int64 { return (b + s.q - 1) / s.q }
+	s.grads = make([]int64, len(s.links)+1)
+	for i, l := range s.links {
+		s.grads[i+1] = s.grads[i] + s.sizes(l.Grads)
+	}
 	r := s.best(0, len(s.links)-1, budget/s.q, spaceTop)
 	if !r.ok {
 		return Schedule{}, fmt.Errorf("%w: %d bytes", ErrBudget, budget)
@@ -297,10 +304,11 @@ func (s *searcher) solve(budget int64) (Schedule, error) {
 }
 
 // best is the fastest way to run the backward of links s..t in m units,
-// given that the input of s is live (counted by the caller) and the
-// gradient of t's output is live and counted in m; it ends with the
-// gradient of s's input live in m. In space keepAll only forwards that
-// keep everything are allowed.
+// given that the input of s is live (counted by the caller, as are the
+// gradients of the links after t) and the gradient of t's output is live
+// and counted in m; it ends with the gradient of s's input and the
+// gradients of s..t live in m. In space keepAll only forwards that keep
+// everything are allowed.
 func (s *searcher) best(lo, hi int, m int64, space int) result {
 	key := [4]int64{int64(lo), int64(hi), m, int64(space)}
 	if s.memo != nil {
@@ -370,13 +378,15 @@ func (s *searcher) keep(lo, hi int, m, dyIn int64, sub int, consider func(float6
 		if dyIn+u(l.Out)+u(l.TempF) > m {
 			continue // its forward does not fit
 		}
+		g := u(l.Grads)
 		if lo == hi {
-			if dyIn+sv+u(l.TempB)+extra+dx <= m {
+			if dyIn+sv+u(l.TempB)+extra+dx+g <= m {
 				consider(l.Fwd+l.Bwd+cost, Moves{fwd, bwd})
 			}
 			continue
 		}
-		if sv+u(l.Out)+u(l.TempB)+extra+dx > m { // lo's backward, with lo's output gradient live
+		// lo's backward, with lo's output gradient and the later links' gradients live
+		if sv+u(l.Out)+u(l.TempB)+extra+dx+g+s.grads[hi+1]-s.grads[lo+1] > m {
 			continue
 		}
 		if r := s.best(lo+1, hi, m-sv-u(l.Out), sub); r.ok {
@@ -412,7 +422,7 @@ func (s *searcher) checkpoint(lo, hi int, m, dyIn int64, consider func(float64, 
 		if !right.ok {
 			continue
 		}
-		if l := s.best(lo, k-1, m, left); l.ok {
+		if l := s.best(lo, k-1, m-(s.grads[hi+1]-s.grads[k]), left); l.ok {
 			consider(fwd+right.time+l.time, append(Moves(nil), moves...), right.moves, l.moves)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 func randomChain(r *rand.Rand, n int, part bool) []Link {
 	links := make([]Link, n)
 	for i := range links {
-		l := Link{Out: 4 + r.Int64N(8), Saved: 5 + r.Int64N(30), TempB: r.Int64N(10),
+		l := Link{Out: 4 + r.Int64N(8), Saved: 5 + r.Int64N(30), TempB: r.Int64N(10), Grads: r.Int64N(5),
 			Fwd: 1 + float64(r.IntN(9)), Bwd: 2 + float64(r.IntN(9))}
 		l.TempF = l.Saved + r.Int64N(6)
 		if part && i%2 == 1 {
