@@ -93,6 +93,85 @@ func (m *Model) PassCosts(runs int) ([]PassCost, error) {
 	return out, nil
 }
 
+// KeptBytes is what a scheduled step's arena holds as its first backward
+// begins: the activations the forward kept for the backward, the
+// checkpoints, and the logits and loss.
+func (m *Model) KeptBytes() int64 {
+	p := m.Arena()
+	if p == nil {
+		return 0
+	}
+	back := -1
+	for _, rec := range m.passes {
+		if !rec.Backward {
+			continue
+		}
+		for _, n := range rec.ops {
+			if s, ok := p.StepOf(n); ok && (back < 0 || s < back) {
+				back = s
+			}
+		}
+		break
+	}
+	if back < 0 {
+		return 0
+	}
+	prob, _ := p.Problem()
+	var live int64
+	for _, b := range prob.Buffers {
+		if b.Start < int64(back) && int64(back) < b.End {
+			live += b.Size
+		}
+	}
+	return live
+}
+
+// Work counts a scheduled step's forward work in FLOPs (2·m·n·k for a
+// matrix product, one per output element for every other op): the first
+// forward of every segment, and what the schedule runs again
+// (recomputations, and the attention cores selective backwards recompute).
+func (m *Model) Work() (forward, recomputed float64) {
+	seen := map[int]bool{}
+	for _, rec := range m.passes {
+		if rec.Backward {
+			for _, n := range rec.again {
+				recomputed += flops(n)
+			}
+			continue
+		}
+		w := 0.0
+		for _, n := range rec.ops {
+			w += flops(n)
+		}
+		if seen[rec.Seg] {
+			recomputed += w
+		} else {
+			forward += w
+		}
+		seen[rec.Seg] = true
+	}
+	return forward, recomputed
+}
+
+// flops is an op node's work: 2·m·n·k per matrix product, one per output
+// element otherwise (a view: none).
+func flops(n *G.Node) float64 {
+	out := n.Shape()
+	switch op := n.Op().(type) {
+	case arena.MatMulOp:
+		in := children(n)
+		a := in[0].Shape()
+		k := a[a.Dims()-1]
+		if op.TransA {
+			k = a[a.Dims()-2]
+		}
+		return 2 * float64(out.TotalSize()) * float64(k)
+	case arena.ReshapeOp:
+		return 0
+	}
+	return float64(out.TotalSize())
+}
+
 // bufferBytes is the planned size of n's storage (0 for nil, or a value
 // outside the arena).
 func bufferBytes(p *arena.Program, bufs []planner.Buffer, n *G.Node) int64 {

@@ -196,6 +196,7 @@ type passRec struct {
 	core  []*G.Node   // a forward's attention core ops
 	grads []*G.Node   // a backward's parameter gradients
 	masks []maskInput // a forward's dropout masks, in the order it draws them
+	again []*G.Node   // a backward's recomputed attention cores (selective)
 }
 
 // segment adds one forward of seg on input in.
@@ -315,7 +316,7 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 		}
 		var read func(*G.Node) (*G.Node, error)
 		if c.selective && len(c.cores) > 0 {
-			read = n.recomputeCores(c.cores, i+1)
+			read = n.recomputeCores(c.cores, i+1, &rec.again)
 		}
 		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, read)
 		if err != nil {
@@ -360,7 +361,7 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 // recomputeCores is the read of a selective backward: the probabilities
 // and dropout output of each core are recomputed from views of its q and
 // k (and the same mask) the first time the backward reads them.
-func (n *net) recomputeCores(cores []attnCore, tag int) func(*G.Node) (*G.Node, error) {
+func (n *net) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) func(*G.Node) (*G.Node, error) {
 	again := map[*G.Node]*attnCore{}
 	return func(v *G.Node) (*G.Node, error) {
 		for i := range cores {
@@ -384,6 +385,10 @@ func (n *net) recomputeCores(cores []attnCore, tag int) func(*G.Node) (*G.Node, 
 				}
 				r = &rc
 				again[c.probs] = r
+				*made = append(*made, rc.scores, rc.probs)
+				if rc.dropped != rc.probs {
+					*made = append(*made, rc.dropped)
+				}
 			}
 			if v == c.probs {
 				return r.probs, nil
