@@ -72,26 +72,30 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
-// BenchmarkDotTile times the bare VDPBF16PS tile (no packing): its
-// GFLOP/s is the ceiling of the avx512bf16 path.
+// BenchmarkDotTile times the bare VDPBF16PS tile (no packing) over 64
+// pairs (the panels in L1) and 384 (B's panel past L1): its GFLOP/s is
+// the ceiling of the avx512bf16 path.
 func BenchmarkDotTile(b *testing.B) {
 	k := dotKernel()
 	if k == nil {
 		b.Skip("no AVX512_BF16")
 	}
-	pairs := 256
-	a := make([]uint16, 2*dotMR*pairs)
-	bb := make([]uint16, 2*dotNR*pairs)
-	for i := range a {
-		a[i] = precision.ToBF16(float32(i%7) - 3)
+	for _, pairs := range []int{64, 384} {
+		b.Run(fmt.Sprintf("pairs=%d", pairs), func(b *testing.B) {
+			a := make([]uint16, 2*dotMR*pairs)
+			bb := make([]uint16, 2*dotNR*pairs)
+			for i := range a {
+				a[i] = precision.ToBF16(float32(i%7) - 3)
+			}
+			for i := range bb {
+				bb[i] = precision.ToBF16(float32(i%5) - 2)
+			}
+			c := make([]float32, dotMR*dotNR)
+			b.ReportAllocs()
+			for b.Loop() {
+				k.tile(pairs, &a[0], &bb[0], &c[0], dotNR, false)
+			}
+			b.ReportMetric(2*float64(dotMR*dotNR*2*pairs)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
-	for i := range bb {
-		bb[i] = precision.ToBF16(float32(i%5) - 2)
-	}
-	c := make([]float32, dotMR*dotNR)
-	b.ReportAllocs()
-	for b.Loop() {
-		k.tile(pairs, &a[0], &bb[0], &c[0], dotNR, false)
-	}
-	b.ReportMetric(2*float64(dotMR*dotNR*2*pairs)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
