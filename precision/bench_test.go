@@ -80,3 +80,29 @@ func randomNormals(n int) []float32 {
 	}
 	return x
 }
+
+// BenchmarkUnscale times the loss scaler's pass over a gradient (multiply
+// by 1/scale and check for Inf/NaN) and the bare check, scalar and with
+// each kernel; bytes are the gradient's.
+func BenchmarkUnscale(b *testing.B) {
+	n := 1 << 20
+	g := randomNormals(n)
+	ks := append([]absKernel{{name: "go"}}, archKernels().abs...)
+	for _, k := range ks {
+		for _, scale := range []bool{true, false} {
+			what := "check"
+			if scale {
+				what = "unscale"
+			}
+			b.Run(fmt.Sprintf("%s/n=%d/%s", what, n, k.name), func(b *testing.B) {
+				withKernels(kernelSet{abs: k}, func() {
+					b.SetBytes(int64(4 * n))
+					b.ReportAllocs()
+					for b.Loop() {
+						maxAbsBits(g, 1, scale) // a multiply by 1 keeps g as it is
+					}
+				})
+			})
+		}
+	}
+}

@@ -35,3 +35,24 @@ func ExampleEncodeFP16() {
 	// [0x7bff 0x7bff 0x0000 0x0001]
 	// [65504 65504 0 5.9604645e-08]
 }
+
+func ExampleParsePolicy() {
+	p, _ := precision.ParsePolicy("fp16")
+	fmt.Println(p)
+	_, err := precision.ParsePolicy("fp8")
+	fmt.Println(err)
+	// Output:
+	// fp16 (activations fp16, weights fp16, gradients fp16, accumulate f32, master f32, loss scaling)
+	// precision: unknown precision policy "fp8" (want one of f32, bf16, fp16, fp16-noscale)
+}
+
+func ExampleScaler() {
+	s, _ := precision.NewScaler(precision.DefaultScalerConfig())
+	grads := []float32{65536, -32768} // the gradients of the scaled loss
+	fmt.Println(s.ScaleLoss(0.5), s.Unscale(grads), grads, s.Update(), s.Scale())
+	grads = []float32{float32(math.Inf(1)), 1}
+	fmt.Println(s.Unscale(grads), s.Update(), s.Scale())
+	// Output:
+	// 32768 true [1 -0.5] false 65536
+	// false true 32768
+}

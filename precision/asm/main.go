@@ -33,7 +33,6 @@ import (
 	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
-	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
 
@@ -245,19 +244,6 @@ func genDecFP16(s isa) {
 	RET()
 }
 
-// rawBytes emits the encoded instruction b as BYTE directives, telling
-// avo's liveness analysis what it reads and writes.
-func rawBytes(comment string, b []byte, in, out []Op) {
-	Comment(comment)
-	for j, x := range b {
-		ins := &ir.Instruction{Opcode: "BYTE", Operands: []Op{U8(x)}}
-		if j == 0 {
-			ins.Inputs, ins.Outputs = in, out
-		}
-		Instruction(ins)
-	}
-}
-
 // genEncBF16Native generates encBF16AVX512BF16 (fix true): dst[i] =
 // ToBF16(src[i]) with VCVTNEPS2BF16 and the subnormal lanes redone; or,
 // with fix false, vcvtneps2bf16Raw, the bare instruction, which the tests
@@ -299,7 +285,7 @@ func genEncBF16Native(fix bool) {
 			VPANDD(cSign, x, tmp[u])
 			VPORD(cTo, tmp[u], k2, x)
 		}
-		rawBytes(fmt.Sprintf("VCVTNEPS2BF16 Z%d, Y%d", u, outZ[u]), x86enc.VCVTNEPS2BF16(outZ[u], u), []Op{x}, []Op{y})
+		x86enc.Emit(fmt.Sprintf("VCVTNEPS2BF16 Z%d, Y%d", u, outZ[u]), x86enc.VCVTNEPS2BF16(outZ[u], u), []Op{x}, []Op{y})
 		if fix {
 			// Lanes with exponent 0 and a nonzero fraction: subnormal.
 			k3, k4 := reg.K3, reg.K4

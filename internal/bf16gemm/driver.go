@@ -1,0 +1,203 @@
+package bf16gemm
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// tileFunc computes an mr×nr tile of C from an A panel and a B panel of
+// the kernel's layouts over pairs depth pairs: C = A·B, or C += A·B when
+// acc; C's rows are ldc elements apart.
+type tileFunc func(pairs int, a, b *uint16, c *float32, ldc int, acc bool)
+
+// kernel is a packed microkernel and the panel layouts it reads.
+type kernel struct {
+	name   string
+	mr, nr int
+	step   int // the depth is padded to a multiple of step (even)
+	// aRows: A panels hold mr rows of kp values (row-major, the AMX
+	// tiles' rows); otherwise pairs of mr rows (dword p*mr+i holds
+	// A(i,2p), A(i,2p+1)). B panels always hold pairs of nr columns
+	// (dword p*nr+j holds B(2p,j), B(2p+1,j)).
+	aRows bool
+	tile  tileFunc
+}
+
+// The VDPBF16PS kernel's tile (asm: genDot).
+const dotMR, dotNR = 12, 32
+
+// scratch holds one goroutine's packed A panel and edge tile.
+type scratch struct {
+	a []uint16
+	t []float32
+}
+
+var (
+	scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+	bPool       = sync.Pool{New: func() any { return new([]uint16) }}
+)
+
+// grow returns s with at least n elements (contents undefined).
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// job is one packed product: op(B) packed whole, and the row panels cut
+// into parts of per panels each.
+type job struct {
+	kern      *kernel
+	o         operands
+	bp        []uint16
+	kp, pairs int
+	rowPanels int
+	per       int
+}
+
+// run computes C = op(A)·op(B) with kern on t goroutines: op(B) is packed
+// once, whole; each goroutine takes a block of row panels, packs each A
+// panel and runs the kernel across every column panel (the A panel stays
+// in L1, the packed B streams from L2). Every element is computed by one
+// kernel call whatever t is, so the split does not change the results.
+func run(kern *kernel, o operands, t int) {
+	kp := (o.k + kern.step - 1) / kern.step * kern.step
+	nPanels := (o.n + kern.nr - 1) / kern.nr
+	bp := bPool.Get().(*[]uint16)
+	*bp = grow(*bp, nPanels*kp*kern.nr)
+	packB(kern, o, *bp, kp)
+	j := job{kern: kern, o: o, bp: *bp, kp: kp, pairs: kp / 2, rowPanels: (o.m + kern.mr - 1) / kern.mr}
+	t = max(1, min(t, j.rowPanels))
+	j.per = (j.rowPanels + t - 1) / t
+	if t == 1 {
+		j.part(0)
+	} else {
+		jp := new(job) // the goroutines share it: only a split call allocates
+		*jp = j
+		jp.parallel(t)
+	}
+	bPool.Put(bp)
+}
+
+// parallel runs parts 1..t-1 on new goroutines and part 0 on the caller.
+func (j *job) parallel(t int) {
+	var wg sync.WaitGroup
+	for q := 1; q < t; q++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j.part(q)
+		}()
+	}
+	j.part(0)
+	wg.Wait()
+}
+
+// part computes the row panels of part q.
+func (j *job) part(q int) {
+	s := scratchPool.Get().(*scratch)
+	s.a = grow(s.a, j.kern.mr*j.kp)
+	s.t = grow(s.t, j.kern.mr*j.kern.nr)
+	for rp := q * j.per; rp < min(j.rowPanels, (q+1)*j.per); rp++ {
+		rowPanel(j.kern, j.o, j.bp, j.kp, j.pairs, rp*j.kern.mr, s)
+	}
+	scratchPool.Put(s)
+}
+
+// rowPanel computes rows [i0, i0+mr) of C (those that exist).
+func rowPanel(kern *kernel, o operands, bp []uint16, kp, pairs, i0 int, s *scratch) {
+	packA(kern, o, s.a, kp, i0)
+	mr, nr := kern.mr, kern.nr
+	rows := min(mr, o.m-i0)
+	for j0 := 0; j0 < o.n; j0 += nr {
+		panel := &bp[(j0/nr)*kp*nr]
+		cols := min(nr, o.n-j0)
+		if rows == mr && cols == nr {
+			kern.tile(pairs, &s.a[0], panel, &o.c[i0*o.ldc+j0], o.ldc, false)
+			continue
+		}
+		kern.tile(pairs, &s.a[0], panel, &s.t[0], nr, false)
+		for i := range rows {
+			copy(o.c[(i0+i)*o.ldc+j0:][:cols], s.t[i*nr:][:cols])
+		}
+	}
+}
+
+// packA packs rows [i0, i0+mr) of op(A), depth padded to kp, into dst in
+// the kernel's A layout; rows past m and depths past k are zero.
+func packA(kern *kernel, o operands, dst []uint16, kp, i0 int) {
+	mr := kern.mr
+	rows := min(mr, o.m-i0)
+	clear(dst[:mr*kp])
+	// at is where op(A)(i0+r, p) goes.
+	at := func(r, p int) int {
+		if kern.aRows {
+			return r*kp + p
+		}
+		return (p>>1)*2*mr + 2*r + p&1
+	}
+	if o.aT {
+		// op(A)(i, p) = a[p*lda + i]: read stored rows in order.
+		for p := range o.k {
+			src := o.a[p*o.lda+i0:][:rows]
+			for r, v := range src {
+				dst[at(r, p)] = v
+			}
+		}
+		return
+	}
+	for r := range rows {
+		src := o.a[(i0+r)*o.lda:][:o.k]
+		if kern.aRows {
+			copy(dst[r*kp:], src)
+			continue
+		}
+		for p, v := range src {
+			dst[(p>>1)*2*mr+2*r+p&1] = v
+		}
+	}
+}
+
+// packB packs all of op(B), depth padded to kp, into dst as panels of nr
+// columns of pairs: panel q at q*kp*nr holds op(B)(2p+h, q*nr+j) at
+// 2*(p*nr+j)+h; columns past n and depths past k are zero.
+func packB(kern *kernel, o operands, dst []uint16, kp int) {
+	nr := kern.nr
+	clear(dst)
+	for j0 := 0; j0 < o.n; j0 += nr {
+		panel := dst[(j0/nr)*kp*nr:][:kp*nr]
+		cols := min(nr, o.n-j0)
+		if o.bT {
+			// op(B)(p, j) = b[j*ldb + p]: a stored row holds column j's
+			// depths; pairs are adjacent, so copy dwords where aligned.
+			for j := range cols {
+				src := o.b[(j0+j)*o.ldb:][:o.k]
+				if len(src) >= 2 && uintptr(unsafe.Pointer(&src[0]))%4 == 0 {
+					n2 := len(src) / 2
+					s32 := unsafe.Slice((*uint32)(unsafe.Pointer(&src[0])), n2)
+					d32 := unsafe.Slice((*uint32)(unsafe.Pointer(&panel[0])), kp*nr/2)
+					for p, v := range s32 {
+						d32[p*nr+j] = v
+					}
+					if len(src)%2 == 1 {
+						panel[2*(n2*nr+j)] = src[len(src)-1]
+					}
+					continue
+				}
+				for p, v := range src {
+					panel[2*((p>>1)*nr+j)+p&1] = v
+				}
+			}
+			continue
+		}
+		// op(B)(p, j) = b[p*ldb + j]: rows of B interleave in pairs.
+		for p := range o.k {
+			src := o.b[p*o.ldb+j0:][:cols]
+			base := (p>>1)*2*nr + p&1
+			for j, v := range src {
+				panel[base+2*j] = v
+			}
+		}
+	}
+}
