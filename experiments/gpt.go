@@ -205,13 +205,17 @@ func trainWithProgress(ctx context.Context, tr *models.Trainer, until int, log i
 	if ckpt != "" && (err != nil || tr.StepsDone() == until) && saveErr == nil {
 		saveErr = tr.Save(ckpt)
 	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) && ckpt != "" && saveErr == nil {
-			return run, fmt.Errorf("interrupted at step %d; checkpoint saved to %s: %w", tr.StepsDone(), ckpt, err)
-		}
-		return run, err
+	if saveErr != nil {
+		return run, usageError("--out: %v", saveErr)
 	}
-	return run, saveErr
+	if errors.Is(err, context.Canceled) {
+		if ckpt == "" {
+			return run, interruptedf("interrupted at step %d; nothing saved: no --out given", tr.StepsDone())
+		}
+		return run, interruptedf("interrupted at step %d; checkpoint saved to %s (gptlab gpt train --resume %s continues it)",
+			tr.StepsDone(), ckpt, ckpt)
+	}
+	return run, err
 }
 
 // gptReport builds the report of a finished (or stopped) run.

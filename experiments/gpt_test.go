@@ -188,7 +188,7 @@ func TestGPTCommandErrors(t *testing.T) {
 		{"eval of a missing file", []string{"gpt", "eval", "--model", filepath.Join(dir, "x.safetensors")}, "x.safetensors"},
 		{"sample of a non-checkpoint", []string{"gpt", "sample", "--model", bin}, "bin.txt"},
 		{"resume with set", []string{"gpt", "train", "--resume", bin, "--set", "iters=3"}, "--resume"},
-		{"bench without train", []string{"bench"}, "bench train"},
+		{"bench without train", []string{"bench"}, "name a subcommand: train"},
 		{"bench bad steps", []string{"bench", "train", "--steps", "0"}, "steps"},
 		{"bench bad executor", []string{"bench", "train", "--set", "executor=gpu"}, "executor=gpu"},
 		{"bench bad blas", []string{"bench", "train", "--set", "blas=mkl"}, "blas=mkl"},

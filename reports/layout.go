@@ -204,6 +204,13 @@ func widest(ws, low []int) int {
 	return best
 }
 
+// WriteText writes the table alone as text that fits width columns (its
+// title first, if it has one), every column shown: command help lists
+// settings with it.
+func (t *Table) WriteText(w io.Writer, width int) error {
+	return writeTextTable(w, t.format(false), width)
+}
+
 // writeTextTable writes one table (title, constants, box, notes) so that
 // every line fits width.
 func writeTextTable(w io.Writer, f formatted, width int) error {
@@ -214,7 +221,9 @@ func writeTextTable(w io.Writer, f formatted, width int) error {
 		}
 		ws = widths(f, width, true)
 	}
-	writeWrapped(w, f.title, width, 2)
+	if f.title != "" {
+		writeWrapped(w, f.title, width, 2)
+	}
 	if len(f.consts) > 0 {
 		writeWrapped(w, "In every row: "+strings.Join(f.consts, "; "), width, 2)
 	}
