@@ -40,11 +40,11 @@ func arenaQuick(c *arenaConfig) {
 }
 
 func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Report, error) {
-	if cfg.Alignment <= 0 || cfg.Alignment&(cfg.Alignment-1) != 0 {
-		return nil, usageError("--set alignment=%d: not a power of two", cfg.Alignment)
+	if err := checkAlignment(cfg.Alignment); err != nil {
+		return nil, err
 	}
-	if cfg.Steps < 1 {
-		return nil, usageError("--set steps=%d: want at least 1", cfg.Steps)
+	if cfg.Steps < 1 || cfg.Steps > 10_000 {
+		return nil, usageError("--set steps=%d: want 1 to 10000", cfg.Steps)
 	}
 	algo, err := planner.Lookup(cfg.Algo)
 	if err != nil {

@@ -165,3 +165,16 @@ func configValues(cfg any) reports.Values {
 	}
 	return out
 }
+
+// maxAlignment bounds an alignment setting: beyond it every buffer would
+// be rounded up to more than a megabyte.
+const maxAlignment = 1 << 20
+
+// checkAlignment checks an alignment setting: a power of two up to
+// maxAlignment.
+func checkAlignment(a int64) error {
+	if a <= 0 || a&(a-1) != 0 || a > maxAlignment {
+		return usageError("--set alignment=%d: want a power of two from 1 to %d", a, maxAlignment)
+	}
+	return nil
+}

@@ -35,10 +35,10 @@ func init() {
 const autoAlgo = "auto"
 
 // Limits of a plan input: beyond them the file is refused (exit 2)
-// rather than exhausting memory.
-const (
-	maxPlanFileBytes = 1 << 30
-	maxPlanBuffers   = 10_000_000
+// rather than exhausting memory. Variables, so that tests can lower them.
+var (
+	maxPlanFileBytes int64 = 1 << 30
+	maxPlanBuffers         = 10_000_000
 )
 
 func planCommand(fs *flag.FlagSet) Runner {

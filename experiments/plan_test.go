@@ -161,3 +161,35 @@ func TestPlanMillionBuffers(t *testing.T) {
 	}
 	t.Logf("\n%s", out)
 }
+
+// TestPlanTooLarge: a file beyond the size limits, and a plan whose arena
+// is too large to verify by simulation, are bad input (exit 2), not a
+// failed check or a crash.
+func TestPlanTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	unverifiable := filepath.Join(dir, "unverifiable.csv")
+	// 2^40-1 and 3 bytes live together: the arena is 2^40+2 bytes with no
+	// common unit, beyond what the simulator executes.
+	os.WriteFile(unverifiable, []byte("id,lower,upper,size\na,0,1,1099511627775\nb,0,1,3\n"), 0o644)
+	bytes0, buffers0 := maxPlanFileBytes, maxPlanBuffers
+	defer func() { maxPlanFileBytes, maxPlanBuffers = bytes0, buffers0 }()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		limit func()
+		want  string
+	}{
+		{"too many bytes", []string{"plan", planExample}, func() { maxPlanFileBytes = 10 }, "more than the 10"},
+		{"too many buffers", []string{"plan", planExample}, func() { maxPlanBuffers = 3 }, "4 buffers, more than the 3"},
+		{"cannot be verified", []string{"plan", unverifiable, "--algo", "best-fit"}, func() {}, "cannot be verified"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.limit()
+			code, _, errs := runMain(tc.args...)
+			if code != 2 || !strings.Contains(errs, tc.want) {
+				t.Errorf("Main(%q) = %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+			}
+			maxPlanFileBytes, maxPlanBuffers = bytes0, buffers0
+		})
+	}
+}
