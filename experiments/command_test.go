@@ -183,3 +183,25 @@ func TestGroupsListTheirSubcommands(t *testing.T) {
 		t.Errorf("help bench = %d, %q; want the new subcommand", code, out)
 	}
 }
+
+// TestParseArgs: flags and positional arguments in any order; after "--"
+// everything is positional (as launch will pass a command line on).
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		pos  []string
+		n    int
+	}{
+		{[]string{"FILE.csv", "--n", "3"}, []string{"FILE.csv"}, 3},
+		{[]string{"--n", "3", "a", "b"}, []string{"a", "b"}, 3},
+		{[]string{"--n", "2", "--", "run", "gpt", "--n", "9"}, []string{"run", "gpt", "--n", "9"}, 2},
+		{[]string{"a", "--", "--n"}, []string{"a", "--n"}, 1},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		n := fs.Int("n", 1, "")
+		pos, err := parseArgs(fs, tc.args)
+		if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n {
+			t.Errorf("parseArgs(%q) = %q, n %d, %v; want %q, n %d", tc.args, pos, *n, err, tc.pos, tc.n)
+		}
+	}
+}
