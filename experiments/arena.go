@@ -40,11 +40,11 @@ func arenaQuick(c *arenaConfig) {
 }
 
 func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Report, error) {
-	if cfg.Alignment <= 0 || cfg.Alignment&(cfg.Alignment-1) != 0 {
-		return nil, usageError("--set alignment=%d: not a power of two", cfg.Alignment)
+	if err := checkAlignment(cfg.Alignment); err != nil {
+		return nil, err
 	}
-	if cfg.Steps < 1 {
-		return nil, usageError("--set steps=%d: want at least 1", cfg.Steps)
+	if cfg.Steps < 1 || cfg.Steps > 10_000 {
+		return nil, usageError("--set steps=%d: want 1 to 10000", cfg.Steps)
 	}
 	algo, err := planner.Lookup(cfg.Algo)
 	if err != nil {
@@ -54,6 +54,11 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 		return nil, usageError("--set configs=: name at least one preset (%s)", strings.Join(models.PresetNames(), ", "))
 	}
 	configs, steps := cfg.Configs, cfg.Steps
+	for _, name := range configs {
+		if _, err := models.Preset(name); err != nil {
+			return nil, usageError("--set configs=%s: unknown preset %q (want %s)", strings.Join(configs, ","), name, strings.Join(models.PresetNames(), ", "))
+		}
+	}
 	r := reports.New("arena", "The GPT's graph run from one planned arena")
 	col, bytes, num, rat := reports.Text, reports.Bytes, reports.Int, reports.Ratio
 	sizes := r.AddTable("Intermediates of one step: naive sum, lower bound and the planned arena ("+algo.Name+")",
@@ -73,10 +78,7 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 		col("config"), col("executor"), reports.Float("step (ms)", 2), num("allocs per step"), bytes("allocated per step"))
 	var last *arenaResult
 	for _, name := range configs {
-		mc, err := models.Preset(name)
-		if err != nil {
-			return nil, usageError("--set configs=%s: %v", name, err)
-		}
+		mc, _ := models.Preset(name) // checked above
 		var fwdArena int64
 		for _, train := range []bool{false, true} {
 			pass := map[bool]string{false: "forward", true: "training"}[train]

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,18 @@ import (
 )
 
 func init() {
-	commands["bench"] = runBench
+	RegisterCommand(&Command{Name: "bench", Short: "time and memory of the GPT's work, as the reference's bench mode measures them"})
+	RegisterCommand(&Command{
+		Name:  "bench train",
+		Usage: "[--set key=value ...] [--seed N] [--steps K] [--format F] [--out DIR]",
+		Short: "the time and memory of one training step (forward, backward, AdamW)",
+		Long:  "Times K steps on one fixed random batch after the warmup steps; reports the median step, allocations per step and the peak heap.",
+		Setup: benchTrainCommand,
+		Help: func(w io.Writer) {
+			fmt.Fprintln(w, "settings (--set key=value):")
+			settingsTable(&benchDefaults, nil).WriteText(w, reports.Width)
+		},
+	})
 }
 
 // benchConfig are the settings of `gptlab bench train`.
@@ -34,53 +46,57 @@ type benchConfig struct {
 // stopping the world.
 const heapMetric = "/memory/classes/heap/objects:bytes"
 
-// runBench is `gptlab bench train`: the time and memory of one training
-// step (forward, backward, AdamW) on a fixed random batch, like the
-// reference's bench mode.
-func runBench(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "train" {
-		return usageError("bench: want `gptlab bench train [--set config=NAME ...] [--steps K] [--format json]`")
-	}
-	fs := flag.NewFlagSet("bench train", flag.ContinueOnError)
+// benchDefaults: the small preset on the planned arena with gptlab's GEMM.
+var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm"}
+
+// maxBenchSteps bounds --steps.
+const maxBenchSteps = 100_000
+
+// benchTrainCommand is `gptlab bench train`: the time and memory of one
+// training step (forward, backward, AdamW) on a fixed random batch, like
+// the reference's bench mode.
+func benchTrainCommand(fs *flag.FlagSet) Runner {
 	var sets setFlag
-	fs.Var(&sets, "set", "config=NAME, batch=N, dropout=P, warmup=N")
-	seed := fs.Int64("seed", 1, "seed of the parameters and the batch")
-	steps := fs.Int("steps", 10, "timed steps")
-	format, out := reportFlags(fs)
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
+	fs.Var(&sets, "set", "`key=value` override of a setting (repeatable; listed below)")
+	seed := seedFlag(fs, "seed `N` of the parameters and the batch")
+	steps := fs.Int("steps", 10, "timed steps `K`")
+	format, out := reportFlags(fs, "report.md and report.json")
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if err := noArgs("bench train", args); err != nil {
+			return err
+		}
+		if *steps < 1 || *steps > maxBenchSteps {
+			return usageError("bench train: --steps %d: want 1 to %d", *steps, maxBenchSteps)
+		}
+		bc := benchDefaults
+		if err := applySets(&bc, sets); err != nil {
+			return err
+		}
+		if bc.Warmup < 0 || bc.Warmup > maxBenchSteps {
+			return usageError("bench train: --set warmup=%d: want 0 to %d", bc.Warmup, maxBenchSteps)
+		}
+		if err := checkReportFlags(*format, *out); err != nil {
+			return err
+		}
+		r, err := benchTrain(ctx, &bc, *steps, *seed)
+		if err != nil {
+			return err
+		}
+		r.Config.Set("config", bc.Config)
+		r.Config.Set("batch", bc.Batch)
+		r.Config.Set("dropout", bc.Dropout)
+		r.Config.Set("warmup", bc.Warmup)
+		r.Config.Set("executor", bc.Exec)
+		r.Config.Set("blas", models.BLAS())
+		r.Config.Set("steps", *steps)
+		r.Config.Set("seed", *seed)
+		return emit(r, *format, *out, stdout)
 	}
-	if err := checkFormat(*format); err != nil {
-		return err
-	}
-	if *steps < 1 {
-		return usageError("bench train: --steps = %d, want >= 1", *steps)
-	}
-	bc := benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm"}
-	if err := applySets(&bc, sets); err != nil {
-		return err
-	}
-	if bc.Warmup < 0 {
-		return usageError("bench train: --set warmup=%d: want >= 0", bc.Warmup)
-	}
-	r, err := benchTrain(&bc, *steps, *seed)
-	if err != nil {
-		return err
-	}
-	r.Config.Set("config", bc.Config)
-	r.Config.Set("batch", bc.Batch)
-	r.Config.Set("dropout", bc.Dropout)
-	r.Config.Set("warmup", bc.Warmup)
-	r.Config.Set("executor", bc.Exec)
-	r.Config.Set("blas", models.BLAS())
-	r.Config.Set("steps", *steps)
-	r.Config.Set("seed", *seed)
-	return emit(r, *format, *out, stdout)
 }
 
 // benchTrain times `steps` training steps after bc.Warmup untimed ones.
 // bc.Batch 0 is resolved to the preset's batch.
-func benchTrain(bc *benchConfig, steps int, seed int64) (*reports.Report, error) {
+func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64) (*reports.Report, error) {
 	mc, err := models.Preset(bc.Config)
 	if err != nil {
 		return nil, usageError("--set config=%s: unknown preset (want %s)", bc.Config, strings.Join(models.PresetNames(), ", "))
@@ -92,10 +108,10 @@ func benchTrain(bc *benchConfig, steps int, seed int64) (*reports.Report, error)
 		bc.Batch = mc.Batch
 	}
 	mc.Batch = bc.Batch
-	mc.Dropout = bc.Dropout
-	if err := mc.Validate(); err != nil {
-		return nil, usageError("%v", err)
+	if !(bc.Dropout >= 0 && bc.Dropout < 1) {
+		return nil, usageError("--set dropout=%v: want at least 0 and below 1", bc.Dropout)
 	}
+	mc.Dropout = bc.Dropout
 	var opts []models.ModelOption
 	switch bc.Exec {
 	case "arena":
@@ -128,7 +144,13 @@ func benchTrain(bc *benchConfig, steps int, seed int64) (*reports.Report, error)
 		_, err = opt.Step(m, 1e-3)
 		return loss, err
 	}
-	for range bc.Warmup {
+	stopped := func(done int) error {
+		return interruptedf("interrupted after %d of %d steps; nothing saved", done, bc.Warmup+steps)
+	}
+	for k := range bc.Warmup {
+		if ctx.Err() != nil {
+			return nil, stopped(k)
+		}
 		if _, err := step(); err != nil {
 			return nil, err
 		}
@@ -141,6 +163,10 @@ func benchTrain(bc *benchConfig, steps int, seed int64) (*reports.Report, error)
 	times := make([]time.Duration, steps)
 	losses := make([]float32, steps)
 	for k := range steps {
+		if ctx.Err() != nil {
+			stopSampler()
+			return nil, stopped(bc.Warmup + k)
+		}
 		t0 := time.Now()
 		losses[k], err = step()
 		times[k] = time.Since(t0)

@@ -6,10 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -17,74 +16,56 @@ import (
 	"gptlab/reports"
 )
 
-// commands holds the subcommands other than list, run and exit-gate; each
-// registers itself from the file that implements it.
-var commands = map[string]func(args []string, stdout, stderr io.Writer) error{}
+// This file holds the commands list, help, run and exit-gate, and what
+// the commands share: the report flags, checking --out before any work,
+// writing a report directory, running a lab so that Ctrl-C stops it.
 
-const usage = `gptlab runs the labs of "Memory Planning, Precision, and Distributed Execution".
-
-usage:
-  gptlab list                                   every lab: name and one line
-  gptlab run LAB [--set key=value ...] [--seed N] [--quick] [--format table|markdown|json|csv] [--out DIR]
-  gptlab exit-gate [--quick] [--seed N] [--format ...] [--out DIR]
-  gptlab plan FILE.csv [--algo NAME] [--out SOLUTION.csv]
-  gptlab gpt train|eval|sample|grads ...
-  gptlab bench train [--set ...] [--steps K] [--format json]
-  gptlab help [LAB]                             a lab's settings and their defaults
-
-exit status: 0 all checks held, 1 a check failed, 2 bad usage or bad input.
-`
-
-// Main runs the gptlab command line and returns the process exit status.
-func Main(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, stdout, stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, errChecksFailed):
-		return 1
-	case errors.Is(err, ErrUsage), errors.Is(err, ErrNotBuilt):
-		fmt.Fprintln(stderr, "gptlab:", oneLine(err))
-		return 2
-	default:
-		fmt.Fprintln(stderr, "gptlab:", oneLine(err))
-		return 1
-	}
+func init() {
+	RegisterCommand(&Command{
+		Name: "list", Short: "every lab: name and one line",
+		Setup: func(fs *flag.FlagSet) Runner {
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				if err := noArgs("list", args); err != nil {
+					return err
+				}
+				return list(stdout)
+			}
+		},
+	})
+	RegisterCommand(&Command{
+		Name: "help", Usage: "[LAB|COMMAND]", Short: "a lab's settings, or a command's usage and flags",
+		Setup: func(fs *flag.FlagSet) Runner {
+			return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return writeHelp(stdout, args)
+			}
+		},
+	})
+	RegisterCommand(&Command{
+		Name:  "run",
+		Usage: "LAB [--set key=value ...] [--seed N] [--quick] [--format F] [--out DIR]",
+		Short: "run one lab and print its report",
+		Long: "--quick shrinks the lab (its own choice of smaller settings) to well under a minute on 2 cores; " +
+			"--set values are applied after it and win. The report's config shows what ran. " +
+			"gptlab list names the labs; gptlab help LAB lists a lab's settings.",
+		Setup: runLabCommand,
+	})
+	RegisterCommand(&Command{
+		Name:  "exit-gate",
+		Usage: "[--quick] [--seed N] [--format F] [--out DIR]",
+		Short: "every built lab, every check, and a summary",
+		Long: "Text and markdown print each lab's report as it finishes, then the summary; JSON and CSV print " +
+			"the summary holding every lab's full report. --out DIR writes each lab's report under DIR/LAB " +
+			"and the summary in DIR.",
+		Setup: exitGateCommand,
+	})
 }
 
-// errChecksFailed: the report was printed and at least one check failed.
-var errChecksFailed = errors.New("a check failed")
-
-func oneLine(err error) string {
-	return strings.ReplaceAll(err.Error(), "\n", "; ")
-}
-
-func dispatch(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return usageError("no command given")
+// noArgs refuses positional arguments.
+func noArgs(name string, args []string) error {
+	if len(args) > 0 {
+		return usageError("%s: unexpected argument %q", name, args[0])
 	}
-	switch args[0] {
-	case "help", "-h", "--help", "-help":
-		if len(args) > 1 {
-			return labHelp(args[1], stdout)
-		}
-		fmt.Fprint(stdout, usage)
-		return nil
-	case "list":
-		return list(stdout)
-	case "run":
-		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
-			return usageError("run: name a lab (gptlab list shows them)")
-		}
-		return runCommand(args[1], args[2:], stdout, stderr)
-	case "exit-gate":
-		return exitGate(args[1:], stdout, stderr)
-	}
-	if cmd, ok := commands[args[0]]; ok {
-		return cmd(args[1:], stdout, stderr)
-	}
-	return usageError("unknown command %q (gptlab help lists them)", args[0])
+	return nil
 }
 
 func list(w io.Writer) error {
@@ -98,84 +79,123 @@ func list(w io.Writer) error {
 	return nil
 }
 
-func labHelp(name string, w io.Writer) error {
-	l, err := Find(name)
-	if err != nil {
-		return usageError("%v", err)
+// runFlags are the flags of run and exit-gate.
+type runFlags struct {
+	sets   setFlag
+	seed   *int64
+	quick  bool
+	format *string
+	out    *string
+}
+
+func addRunFlags(fs *flag.FlagSet, withSet bool) *runFlags {
+	rf := &runFlags{}
+	if withSet {
+		fs.Var(&rf.sets, "set", "`key=value` override of a lab setting (repeatable; gptlab help LAB lists them)")
 	}
-	fmt.Fprintf(w, "%s: %s\n", l.Name, l.Short)
-	if !l.Built {
-		fmt.Fprintln(w, "not built yet")
-		return nil
+	rf.seed = seedFlag(fs, "seed `N` of every random choice")
+	fs.BoolVar(&rf.quick, "quick", false, "shrink the lab to well under a minute on 2 cores")
+	rf.format, rf.out = reportFlags(fs, "report.md, report.json and the figures")
+	return rf
+}
+
+func (rf *runFlags) options(stderr io.Writer) Options {
+	return Options{Seed: *rf.seed, Log: logFor(*rf.format, stderr), Out: *rf.out}
+}
+
+// seedFlag is --seed.
+func seedFlag(fs *flag.FlagSet, help string) *int64 { return fs.Int64("seed", 1, help) }
+
+// reportFlags are --format and --out DIR, whose directory receives what.
+func reportFlags(fs *flag.FlagSet, what string) (format, out *string) {
+	return fs.String("format", "table", "output format `F`: table, markdown, json or csv"),
+		fs.String("out", "", "directory `DIR` for "+what+" (created if need be)")
+}
+
+// checkReportFlags checks --format and that --out can be written, before
+// any work is done.
+func checkReportFlags(format, out string) error {
+	if !slices.Contains(reports.Formats, format) {
+		return usageError("--format %q: want one of %s", format, strings.Join(reports.Formats, ", "))
 	}
-	fmt.Fprintln(w, "settings (--set key=value):")
-	for _, f := range configFields(l.config()) {
-		fmt.Fprintf(w, "  %-16s %-10v %s\n", f.key, reports.Cell(f.v.Interface()), f.help)
+	if out != "" {
+		return checkOutDir(out)
 	}
 	return nil
 }
 
-// runFlags are the flags shared by run and exit-gate.
-type runFlags struct {
-	sets   setFlag
-	seed   int64
-	quick  bool
-	format string
-	out    string
+// logFor is where progress goes: stderr, or nowhere under json and csv.
+func logFor(format string, stderr io.Writer) io.Writer {
+	if format == "json" || format == "csv" {
+		return io.Discard
+	}
+	return stderr
 }
 
-func parseRunFlags(name string, args []string, withSet bool) (*runFlags, error) {
-	rf := &runFlags{}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if withSet {
-		fs.Var(&rf.sets, "set", "key=value override of a lab setting (repeatable)")
+func runLabCommand(fs *flag.FlagSet) Runner {
+	rf := addRunFlags(fs, true)
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if len(args) == 0 {
+			return usageError("run: name a lab (gptlab list shows them)")
+		}
+		if len(args) > 1 {
+			return usageError("run %s: unexpected argument %q", args[0], args[1])
+		}
+		l, err := Find(args[0])
+		if err != nil {
+			return usageError("run: %v", err)
+		}
+		cfg, err := l.Config(rf.quick, rf.sets)
+		if err != nil {
+			return err
+		}
+		if err := checkReportFlags(*rf.format, *rf.out); err != nil {
+			return err
+		}
+		r, err := runLab(ctx, l, cfg, rf.options(stderr))
+		if ctx.Err() != nil && err != nil {
+			return interruptedf("interrupted during lab %s; %s", l.Name, nothingSaved(*rf.out, "the report is written when the lab finishes"))
+		}
+		if err != nil {
+			return err
+		}
+		r.Config.Set("quick", rf.quick)
+		return emit(r, *rf.format, *rf.out, stdout)
 	}
-	fs.Int64Var(&rf.seed, "seed", 1, "seed of every random choice")
-	fs.BoolVar(&rf.quick, "quick", false, "shrink the lab to well under a minute")
-	fs.StringVar(&rf.format, "format", "table", "table, markdown, json or csv")
-	fs.StringVar(&rf.out, "out", "", "directory for report.md, report.json and figures")
-	if err := fs.Parse(args); err != nil {
-		return nil, usageError("%s: %v", name, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, usageError("%s: unexpected argument %q", name, fs.Arg(0))
-	}
-	if !slices.Contains(reports.Formats, rf.format) {
-		return nil, usageError("--format %q: want one of %s", rf.format, strings.Join(reports.Formats, ", "))
-	}
-	return rf, nil
 }
 
-func (rf *runFlags) options(stderr io.Writer) Options {
-	log := stderr
-	if rf.format == "json" || rf.format == "csv" {
-		log = io.Discard
+// nothingSaved says why nothing was saved: no --out, or why not yet.
+func nothingSaved(out, why string) string {
+	if out == "" {
+		return "nothing saved: no --out given"
 	}
-	return Options{Seed: rf.seed, Log: log, Out: rf.out}
+	return "nothing saved in " + out + ": " + why
 }
 
-func runCommand(name string, args []string, stdout, stderr io.Writer) error {
-	l, err := Find(name)
-	if err != nil {
-		return usageError("%v", err)
+// runLab runs a lab so that an interrupt returns promptly: a lab that does
+// not stop on its own within half the grace is left behind (it writes
+// nothing; its report is written by the caller).
+func runLab(ctx context.Context, l *Lab, cfg any, opt Options) (*reports.Report, error) {
+	type result struct {
+		r   *reports.Report
+		err error
 	}
-	rf, err := parseRunFlags("run "+name, args, true)
-	if err != nil {
-		return err
+	ch := make(chan result, 1)
+	go func() {
+		r, err := RunLab(ctx, l, cfg, opt)
+		ch <- result{r, err}
+	}()
+	select {
+	case res := <-ch:
+		return res.r, res.err
+	case <-ctx.Done():
+		select {
+		case res := <-ch:
+			return res.r, res.err
+		case <-time.After(interruptGrace / 2):
+			return nil, ctx.Err()
+		}
 	}
-	cfg, err := l.Config(rf.quick, rf.sets)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	r, err := RunLab(ctx, l, cfg, rf.options(stderr))
-	if err != nil {
-		return err
-	}
-	r.Config.Set("quick", rf.quick)
-	return emit(r, rf.format, rf.out, stdout)
 }
 
 // emit stamps where the report was measured, prints it (and writes it
@@ -207,10 +227,7 @@ func RunLab(ctx context.Context, l *Lab, cfg any, opt Options) (r *reports.Repor
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			if os.Getenv("GPTLAB_TRACE") != "" {
-				fmt.Fprintf(opt.Log, "%s\n", debug.Stack())
-			}
-			r, err = nil, fmt.Errorf("lab %s: internal error: %v (GPTLAB_TRACE=1 prints the stack)", l.Name, p)
+			r, err = nil, panicError("lab "+l.Name, p, opt.Log)
 		}
 	}()
 	r, err = l.run(ctx, cfg, opt)
@@ -236,114 +253,83 @@ func renderReport(r *reports.Report, format, out string, stdout io.Writer) error
 	return r.Render(stdout, format)
 }
 
+// writeReportDir writes report.md, report.json and the figures into dir,
+// each atomically; a failure names the path (exit 2).
 func writeReportDir(r *reports.Report, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return usageError("--out %s: %v", dir, err)
+		return usageError("--out %s: %v", dir, pathCause(err))
 	}
 	if err := r.WriteFigures(dir); err != nil {
-		return err
+		return usageError("--out %s: %v", dir, err)
 	}
-	for name, write := range map[string]func(io.Writer) error{
-		"report.md":   r.WriteMarkdown,
-		"report.json": r.WriteJSON,
-	} {
-		if err := reports.WriteFileAtomic(filepath.Join(dir, name), reports.WriterFunc(write)); err != nil {
-			return err
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer) error
+	}{{"report.md", r.WriteMarkdown}, {"report.json", r.WriteJSON}} {
+		if err := reports.WriteFileAtomic(filepath.Join(dir, f.name), reports.WriterFunc(f.write)); err != nil {
+			return usageError("--out %s: %v", dir, err)
 		}
 	}
 	return nil
 }
 
-// exitGate runs every built lab and summarises their checks. Text and
-// markdown print each lab's report as it finishes, then the summary; JSON
-// and CSV print the summary holding every lab's full report.
-func exitGate(args []string, stdout, stderr io.Writer) error {
-	rf, err := parseRunFlags("exit-gate", args, false)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	stream := rf.format == "table" || rf.format == "markdown"
-	gate, err := runGate(ctx, rf.quick, rf.options(stderr), func(r *reports.Report) error {
-		if stream {
-			if err := r.Render(stdout, rf.format); err != nil {
-				return err
+// checkOutDir checks that dir is, or can be made, a directory gptlab can
+// write in, without creating anything: the deepest part of the path that
+// exists must be a directory where a file can be created.
+func checkOutDir(dir string) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		switch {
+		case err == nil && !st.IsDir():
+			if d == filepath.Clean(dir) {
+				return usageError("--out %s: not a directory", dir)
 			}
-			fmt.Fprintln(stdout)
-		}
-		if rf.out != "" {
-			return writeReportDir(r, filepath.Join(rf.out, r.Lab))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	gate.Config.Set("seed", rf.seed)
-	gate.Config.Set("quick", rf.quick)
-	if rf.out != "" {
-		if err := writeReportDir(gate, rf.out); err != nil {
-			return err
+			return usageError("--out %s: %s is a file, not a directory", dir, d)
+		case err == nil:
+			return probeWrite("--out "+dir, d)
+		case !errors.Is(err, fs.ErrNotExist):
+			return usageError("--out %s: %v", dir, pathCause(err))
+		case filepath.Dir(d) == d:
+			return usageError("--out %s: no part of the path exists", dir)
 		}
 	}
-	shown := gate
-	if stream {
-		summary := *gate
-		summary.Reports = nil // printed already
-		shown = &summary
-	}
-	return emit(shown, rf.format, "", stdout)
 }
 
-// runGate runs every built lab (shrunk by its quick function when quick is
-// set) and returns the gate's report: a table of the labs, every lab's
-// checks as its own, and every lab's full report in Reports. done is
-// called with each lab's report as it finishes.
-func runGate(ctx context.Context, quick bool, opt Options, done func(*reports.Report) error) (*reports.Report, error) {
-	gate := reports.New("exit-gate", "The chapter's exit gate: every built lab, every check")
-	summary := gate.AddTable("Labs", reports.Text("lab"), reports.Int("checks"), reports.Int("failed"),
-		reports.Duration("time", time.Second, 1))
-	var notBuilt []string
-	for _, l := range Labs() {
-		if !l.Built {
-			notBuilt = append(notBuilt, l.Name)
-			continue
-		}
-		fmt.Fprintf(opt.Log, "exit-gate: running %s\n", l.Name)
-		t0 := time.Now()
-		cfg, err := l.Config(quick, nil)
-		var r *reports.Report
-		if err == nil {
-			r, err = RunLab(ctx, l, cfg, opt)
-		}
-		took := time.Since(t0)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			gate.Check(l.Name+": lab ran", false, "%s", oneLine(err))
-			summary.Row(l.Name, 0, 1, took)
-			continue
-		}
-		if quick {
-			r.Config.Set("quick", true)
-		}
-		failed := 0
-		for _, c := range r.Checks {
-			gate.Check(l.Name+": "+c.Name, c.Pass, "%s", c.Detail)
-			if !c.Pass {
-				failed++
-			}
-		}
-		summary.Row(l.Name, len(r.Checks), failed, took)
-		gate.Reports = append(gate.Reports, r)
-		if err := done(r); err != nil {
-			return nil, err
-		}
+// checkOutFile checks that a file can be written at path: its directory
+// exists and is writable, and path is not a directory.
+func checkOutFile(flagName, path string) error {
+	what := flagName + " " + path
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usageError("%s: is a directory, want a file name", what)
 	}
-	if len(notBuilt) > 0 {
-		gate.Note("Not built yet (each comes with its own issue): %s.", strings.Join(notBuilt, ", "))
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return usageError("%s: directory %s: %v", what, dir, pathCause(err))
 	}
-	return gate, nil
+	if !st.IsDir() {
+		return usageError("%s: %s is not a directory", what, dir)
+	}
+	return probeWrite(what, dir)
+}
+
+// probeWrite creates and removes a file in dir.
+func probeWrite(what, dir string) error {
+	f, err := os.CreateTemp(dir, ".gptlab-probe-*")
+	if err != nil {
+		return usageError("%s: cannot write in %s: %v", what, dir, pathCause(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// pathCause is the reason of a file error without its path (which may be
+// a temporary file the user never named): "permission denied".
+func pathCause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -7,22 +7,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"gptlab/reports"
 )
 
 // A lab that exists only in tests: its single check passes unless the
-// config says otherwise, and it panics on request.
+// config says otherwise, and it panics on request. probeRuns counts its
+// runs, so a test can tell that a bad input stopped a command before it.
 type probeConfig struct {
 	Fail  bool `set:"fail" help:"make the check fail"`
 	Panic bool `set:"panic" help:"panic inside Run"`
 	Size  int  `set:"size" help:"a number echoed as a metric"`
 }
 
+var probeRuns atomic.Int64
+
 func init() {
 	Register("test-probe", "a lab used by the command-line tests", probeConfig{Size: 3}, nil,
 		func(ctx context.Context, cfg *probeConfig, opt Options) (*reports.Report, error) {
+			probeRuns.Add(1)
 			if cfg.Panic {
 				panic("shape mismatch")
 			}
@@ -58,7 +63,7 @@ func TestMainExitStatus(t *testing.T) {
 		{"bad format", []string{"run", "test-probe", "--format", "xml"}, 2, "xml"},
 		{"bad flag", []string{"run", "test-probe", "--sed", "3"}, 2, "sed"},
 		{"stray argument", []string{"run", "test-probe", "extra"}, 2, "extra"},
-		{"panic becomes an error", []string{"run", "test-probe", "--set", "panic=true"}, 1, "shape mismatch"},
+		{"panic becomes an internal error", []string{"run", "test-probe", "--set", "panic=true"}, 3, "internal error: shape mismatch"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -107,23 +108,37 @@ func setValue(v reflect.Value, s string) error {
 		v.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		n, err := strconv.ParseInt(s, 0, v.Type().Bits())
+		if errors.Is(err, strconv.ErrRange) {
+			bits := v.Type().Bits()
+			return fmt.Errorf("%q is out of range (want %d to %d)", s, -(int64(1) << (bits - 1)), int64(1)<<(bits-1)-1)
+		}
 		if err != nil {
 			return fmt.Errorf("%q is not an integer", s)
 		}
 		v.SetInt(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		n, err := strconv.ParseUint(s, 0, v.Type().Bits())
+		if errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("%q is out of range (want 0 to %d)", s, ^uint64(0)>>(64-v.Type().Bits()))
+		}
 		if err != nil {
 			return fmt.Errorf("%q is not a non-negative integer", s)
 		}
 		v.SetUint(n)
 	case reflect.Float32, reflect.Float64:
 		x, err := strconv.ParseFloat(s, v.Type().Bits())
+		if errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("%q is out of range for a %d-bit number", s, v.Type().Bits())
+		}
 		if err != nil {
 			return fmt.Errorf("%q is not a number", s)
 		}
 		v.SetFloat(x)
 	case reflect.Slice:
+		if strings.TrimSpace(s) == "" { // an empty list
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+			return nil
+		}
 		parts := strings.Split(s, ",")
 		out := reflect.MakeSlice(v.Type(), len(parts), len(parts))
 		for i, p := range parts {
@@ -149,4 +164,17 @@ func configValues(cfg any) reports.Values {
 		out.Set(f.key, x)
 	}
 	return out
+}
+
+// maxAlignment bounds an alignment setting: beyond it every buffer would
+// be rounded up to more than a megabyte.
+const maxAlignment = 1 << 20
+
+// checkAlignment checks an alignment setting: a power of two up to
+// maxAlignment.
+func checkAlignment(a int64) error {
+	if a <= 0 || a&(a-1) != 0 || a > maxAlignment {
+		return usageError("--set alignment=%d: want a power of two from 1 to %d", a, maxAlignment)
+	}
+	return nil
 }

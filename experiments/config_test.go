@@ -3,6 +3,7 @@ package experiments
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -23,27 +24,33 @@ func TestApplySets(t *testing.T) {
 		sets []string
 		want testConfig
 		bad  bool
+		msg  string // a word the error must hold
 	}{
-		{"defaults", nil, testConfig{Name: "x", N: 1}, false},
+		{"defaults", nil, testConfig{Name: "x", N: 1}, false, ""},
 		{"every type", []string{"name=y", "n=7", "rate=0.5", "on=true", "sizes=1,2,3", "timeout=2s"},
-			testConfig{Name: "y", N: 7, Rate: 0.5, On: true, Sizes: []int64{1, 2, 3}, Timeout: 2 * time.Second}, false},
-		{"later wins", []string{"n=2", "n=3"}, testConfig{Name: "x", N: 3}, false},
-		{"value with equals sign", []string{"name=a=b"}, testConfig{Name: "a=b", N: 1}, false},
-		{"unknown key", []string{"nope=1"}, testConfig{}, true},
-		{"unexported field is not a key", []string{"hidden=1"}, testConfig{}, true},
-		{"int given a float", []string{"n=1.5"}, testConfig{}, true},
-		{"bool given a word", []string{"on=maybe"}, testConfig{}, true},
-		{"list with a bad element", []string{"sizes=1,x"}, testConfig{}, true},
-		{"no equals sign", []string{"n"}, testConfig{}, true},
-		{"bad duration", []string{"timeout=5"}, testConfig{}, true},
+			testConfig{Name: "y", N: 7, Rate: 0.5, On: true, Sizes: []int64{1, 2, 3}, Timeout: 2 * time.Second}, false, ""},
+		{"later wins", []string{"n=2", "n=3"}, testConfig{Name: "x", N: 3}, false, ""},
+		{"value with equals sign", []string{"name=a=b"}, testConfig{Name: "a=b", N: 1}, false, ""},
+		{"unknown key", []string{"nope=1"}, testConfig{}, true, ""},
+		{"unexported field is not a key", []string{"hidden=1"}, testConfig{}, true, ""},
+		{"int given a float", []string{"n=1.5"}, testConfig{}, true, ""},
+		{"bool given a word", []string{"on=maybe"}, testConfig{}, true, ""},
+		{"list with a bad element", []string{"sizes=1,x"}, testConfig{}, true, ""},
+		{"no equals sign", []string{"n"}, testConfig{}, true, ""},
+		{"bad duration", []string{"timeout=5"}, testConfig{}, true, ""},
+		{"integer out of range", []string{"n=99999999999999999999"}, testConfig{}, true, "out of range"},
+		{"integer not a number", []string{"n=ten"}, testConfig{}, true, "not an integer"},
+		{"float out of range", []string{"rate=1e999"}, testConfig{}, true, "out of range"},
+		{"list element out of range", []string{"sizes=1,99999999999999999999"}, testConfig{}, true, "out of range"},
+		{"empty list", []string{"sizes="}, testConfig{Name: "x", N: 1, Sizes: []int64{}}, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig{Name: "x", N: 1}
 			err := applySets(&cfg, tc.sets)
 			if tc.bad {
-				if !errors.Is(err, ErrUsage) {
-					t.Fatalf("applySets(%q) = %v, want an error wrapping ErrUsage", tc.sets, err)
+				if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.msg) {
+					t.Fatalf("applySets(%q) = %v, want an error wrapping ErrUsage saying %q", tc.sets, err, tc.msg)
 				}
 				return
 			}

@@ -128,7 +128,7 @@ func (c *gptConfig) validate() error {
 		{c.EvalEvery < 0, fmt.Sprintf("--set eval-every=%d: want 0 (iters/10) or more", c.EvalEvery)},
 		{c.EvalEvery > c.Iters, fmt.Sprintf("eval-every=%d is longer than iters=%d: the run would validate only at its end; set eval-every to at most iters", c.EvalEvery, c.Iters)},
 		{c.EvalBatches < 1, fmt.Sprintf("--set eval-batches=%d: want at least 1", c.EvalBatches)},
-		{c.SampleChars < 0, fmt.Sprintf("--set sample-chars=%d: want 0 (no sample) or more", c.SampleChars)},
+		{c.SampleChars < 0 || c.SampleChars > 10_000, fmt.Sprintf("--set sample-chars=%d: want 0 (no sample) to 10000", c.SampleChars)},
 		{!(c.Target >= 0) || !finite(c.Target), fmt.Sprintf("--set target=%v: want a val loss above 0, or 0 for none", c.Target)},
 	} {
 		if v.bad {
@@ -205,13 +205,17 @@ func trainWithProgress(ctx context.Context, tr *models.Trainer, until int, log i
 	if ckpt != "" && (err != nil || tr.StepsDone() == until) && saveErr == nil {
 		saveErr = tr.Save(ckpt)
 	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) && ckpt != "" && saveErr == nil {
-			return run, fmt.Errorf("interrupted at step %d; checkpoint saved to %s: %w", tr.StepsDone(), ckpt, err)
-		}
-		return run, err
+	if saveErr != nil {
+		return run, usageError("--out: %v", saveErr)
 	}
-	return run, saveErr
+	if errors.Is(err, context.Canceled) {
+		if ckpt == "" {
+			return run, interruptedf("interrupted at step %d; nothing saved: no --out given", tr.StepsDone())
+		}
+		return run, interruptedf("interrupted at step %d; checkpoint saved to %s (gptlab gpt train --resume %s continues it)",
+			tr.StepsDone(), ckpt, ckpt)
+	}
+	return run, err
 }
 
 // gptReport builds the report of a finished (or stopped) run.

@@ -8,9 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,160 +16,137 @@ import (
 	"gptlab/reports"
 )
 
+// This file holds the gpt command group: train, eval and sample (grads
+// is in gpt_grads.go).
+
 func init() {
-	commands["gpt"] = runGPT
+	RegisterCommand(&Command{Name: "gpt", Short: "the small GPT on its own: train it, evaluate and sample a checkpoint, dump its gradients"})
+	RegisterCommand(&Command{
+		Name:  "gpt train",
+		Usage: "[--set key=value ...] [--seed N] [--steps K] [--resume CKPT] [--format F] [--out DIR]",
+		Short: "train the GPT with a checkpoint in --out, and print the gpt lab's report",
+		Long: "The settings are the gpt lab's, with the defaults of gpt_reference.py train (listed below). " +
+			"--out DIR receives model.safetensors (parameters, AdamW state and data position, saved at every " +
+			"validation, at the end and when interrupted) and params.safetensors (the parameters alone). " +
+			"--resume continues a checkpoint exactly where it stopped; --steps stops after K more steps.",
+		Setup: gptTrainCommand,
+		Help: func(w io.Writer) {
+			fmt.Fprintln(w, "settings (--set key=value):")
+			settingsTable(&gptTrainDefaults, nil).WriteText(w, reports.Width)
+		},
+	})
+	RegisterCommand(&Command{
+		Name:  "gpt eval",
+		Usage: "--model CKPT [--set key=value ...] [--format F] [--out DIR]",
+		Short: "the validation loss of a checkpoint, on its own data or on another file",
+		Setup: gptEvalCommand,
+	})
+	RegisterCommand(&Command{
+		Name:  "gpt sample",
+		Usage: "--model CKPT [--prompt S] [--tokens N] [--temperature T] [--top-k K] [--seed N]",
+		Short: "text from a checkpoint, reproducible from --seed",
+		Setup: gptSampleCommand,
+	})
 }
 
-const gptUsage = `usage:
-  gptlab gpt train [--set key=value ...] [--seed N] [--steps K] [--resume CKPT] [--format F] [--out DIR]
-  gptlab gpt eval --model CKPT [--set data=PATH] [--set eval-batches=N] [--format F] [--out DIR]
-  gptlab gpt sample --model CKPT [--prompt S] [--tokens N] [--temperature T] [--top-k K] [--seed N]
-  gptlab gpt grads --model M --batch B --out O [--adamw-steps K]
-The train settings are the gpt lab's (gptlab help gpt lists them); gpt train's
-defaults follow gpt_reference.py train: lr 1e-3, the preset's batch, 2000 iters.`
-
-// runGPT dispatches `gptlab gpt SUBCOMMAND`.
-func runGPT(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError("gpt: name a subcommand: train, eval, sample or grads (gptlab gpt help shows their flags)")
-	}
-	switch args[0] {
-	case "train":
-		return gptTrain(args[1:], stdout, stderr)
-	case "eval":
-		return gptEval(args[1:], stdout, stderr)
-	case "sample":
-		return gptSample(args[1:], stdout, stderr)
-	case "grads":
-		return gptGrads(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		_, err := fmt.Fprintln(stdout, gptUsage)
-		return err
-	}
-	return usageError("gpt: unknown subcommand %q (want train, eval, sample or grads)", args[0])
-}
-
-// reportFlags are --format and --out, shared by train and eval.
-func reportFlags(fs *flag.FlagSet) (format, out *string) {
-	return fs.String("format", "table", "table, markdown, json or csv"),
-		fs.String("out", "", "directory for the checkpoint (train), report.md, report.json and figures")
-}
-
-func checkFormat(format string) error {
-	if !slices.Contains(reports.Formats, format) {
-		return usageError("--format %q: want one of %s", format, strings.Join(reports.Formats, ", "))
-	}
-	return nil
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return usageError("%s: %v", fs.Name(), err)
-	}
-	if fs.NArg() > 0 {
-		return usageError("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
-	}
-	return nil
-}
-
-// logFor is where progress goes: stderr, or nowhere under json and csv.
-func logFor(format string, stderr io.Writer) io.Writer {
-	if format == "json" || format == "csv" {
-		return io.Discard
-	}
-	return stderr
-}
-
-// gptTrain is `gptlab gpt train`: the gpt lab's training with a checkpoint
-// in --out (DIR/model.safetensors, saved atomically at every validation,
-// at the end and on interrupt), --steps to stop early and --resume to
-// continue a saved run exactly where it stopped.
-func gptTrain(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gpt train", flag.ContinueOnError)
+func gptTrainCommand(fs *flag.FlagSet) Runner {
 	var sets setFlag
-	fs.Var(&sets, "set", "key=value override of a setting (repeatable; gptlab help gpt lists them)")
-	seed := fs.Int64("seed", 1, "seed of the parameters, the batches and the embedded corpus")
-	steps := fs.Int("steps", 0, "stop after this many steps of the schedule (0: run it to the end)")
-	resume := fs.String("resume", "", "training checkpoint to continue (its settings and data are reused)")
-	format, out := reportFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkFormat(*format); err != nil {
-		return err
-	}
-	if *steps < 0 {
-		return usageError("gpt train: --steps = %d, want >= 0", *steps)
-	}
-	cfg := gptTrainDefaults
-	if err := applySets(&cfg, sets); err != nil {
-		return err
-	}
-	var tr *models.Trainer
-	if *resume != "" {
-		if len(sets) > 0 {
+	fs.Var(&sets, "set", "`key=value` override of a setting (repeatable; listed below)")
+	seed := seedFlag(fs, "seed `N` of the parameters, the batches and the embedded corpus")
+	steps := fs.Int("steps", 0, "stop after `K` more steps of the schedule (0: run it to the end)")
+	resume := fs.String("resume", "", "training checkpoint `CKPT` to continue (its settings and data are reused)")
+	format, out := reportFlags(fs, "the checkpoint, report.md, report.json and the figures")
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if err := noArgs("gpt train", args); err != nil {
+			return err
+		}
+		if !(*steps >= 0) {
+			return usageError("gpt train: --steps %d: want 0 (to the end) or more", *steps)
+		}
+		if *resume != "" && len(sets) > 0 {
 			return usageError("gpt train: --set cannot be combined with --resume (the checkpoint holds the settings)")
 		}
-		ck, err := models.LoadCheckpoint(*resume)
+		cfg := gptTrainDefaults
+		if err := applySets(&cfg, sets); err != nil {
+			return err
+		}
+		tr, err := gptTrainer(&cfg, *resume, seed)
 		if err != nil {
-			return usageError("gpt train: --resume: %v", err)
+			return err
 		}
-		data, err := ck.LoadData()
+		defer tr.Close()
+		until, left := tr.Cfg.Iters, tr.Cfg.Iters-tr.StepsDone()
+		switch {
+		case *resume != "" && left == 0:
+			return usageError("gpt train: --resume %s: the run is complete (%d of %d steps); nothing to continue", *resume, tr.StepsDone(), tr.Cfg.Iters)
+		case *steps > left && *resume != "":
+			return usageError("gpt train: --steps %d: the checkpoint has %d steps left of its %d-step schedule", *steps, left, tr.Cfg.Iters)
+		case *steps > left:
+			return usageError("gpt train: --steps %d is more than iters=%d, the schedule's length: set iters, or drop --steps", *steps, tr.Cfg.Iters)
+		case *steps > 0:
+			until = tr.StepsDone() + *steps
+		}
+		if err := checkReportFlags(*format, *out); err != nil {
+			return err
+		}
+		ckpt := ""
+		if *out != "" {
+			if err := os.MkdirAll(*out, 0o755); err != nil {
+				return usageError("--out %s: %v", *out, pathCause(err))
+			}
+			ckpt = filepath.Join(*out, "model.safetensors")
+		}
+		run, err := trainWithProgress(ctx, tr, until, logFor(*format, stderr), ckpt)
 		if err != nil {
-			return usageError("gpt train: --resume %s: %v", *resume, err)
+			return err
 		}
-		if tr, err = ck.Resume(data); err != nil {
-			return usageError("gpt train: --resume %s: %v", *resume, err)
+		if ckpt != "" {
+			// the parameters alone, loadable by gpt grads and by the reference
+			if err := tr.Params.SaveParams(filepath.Join(*out, "params.safetensors")); err != nil {
+				return usageError("--out %s: %v", *out, err)
+			}
 		}
-		*seed = ck.Cfg.Seed
-	} else {
+		r, err := gptReport(tr, run, cfg, *seed)
+		if err != nil {
+			return err
+		}
+		r.Lab = "gpt-train"
+		r.Config = trainConfigValues(tr)
+		r.Config.Set("seed", *seed)
+		if *resume != "" {
+			r.Config.Set("resumed_from", *resume)
+		}
+		if ckpt != "" {
+			r.Note("Checkpoint: %s (parameters, AdamW state, data position; gptlab gpt train --resume continues it, gpt eval and gpt sample read it); the parameters alone, as the reference writes them: %s.", ckpt, filepath.Join(*out, "params.safetensors"))
+		}
+		return emit(r, *format, *out, stdout)
+	}
+}
+
+// gptTrainer is a fresh trainer from cfg and *seed, or the one a
+// checkpoint holds (setting *seed to its seed).
+func gptTrainer(cfg *gptConfig, resume string, seed *int64) (*models.Trainer, error) {
+	if resume == "" {
 		tc, data, err := cfg.setup(*seed)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if tr, err = models.NewTrainer(tc, data); err != nil {
-			return err
-		}
+		return models.NewTrainer(tc, data)
 	}
-	defer tr.Close()
-	until := tr.Cfg.Iters
-	if *steps > 0 {
-		until = min(until, tr.StepsDone()+*steps)
-	}
-	ckpt := ""
-	if *out != "" {
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			return usageError("--out %s: %v", *out, err)
-		}
-		ckpt = filepath.Join(*out, "model.safetensors")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	run, err := trainWithProgress(ctx, tr, until, logFor(*format, stderr), ckpt)
+	ck, err := models.LoadCheckpoint(resume)
 	if err != nil {
-		return err
+		return nil, usageError("gpt train: --resume: %v", err)
 	}
-	if ckpt != "" {
-		// the parameters alone, loadable by gpt grads and by the reference
-		if err := tr.Params.SaveParams(filepath.Join(*out, "params.safetensors")); err != nil {
-			return err
-		}
-	}
-	r, err := gptReport(tr, run, cfg, *seed)
+	data, err := ck.LoadData()
 	if err != nil {
-		return err
+		return nil, usageError("gpt train: --resume %s: %v", resume, err)
 	}
-	r.Lab = "gpt-train"
-	r.Config = trainConfigValues(tr)
-	r.Config.Set("seed", *seed)
-	if *resume != "" {
-		r.Config.Set("resumed_from", *resume)
+	tr, err := ck.Resume(data)
+	if err != nil {
+		return nil, usageError("gpt train: --resume %s: %v", resume, err)
 	}
-	if ckpt != "" {
-		r.Note("Checkpoint: %s (parameters, AdamW state, data position; gptlab gpt train --resume continues it, gpt eval and gpt sample read it); the parameters alone, as the reference writes them: %s.", ckpt, filepath.Join(*out, "params.safetensors"))
-	}
-	return emit(r, *format, *out, stdout)
+	*seed = ck.Cfg.Seed
+	return tr, nil
 }
 
 // gptTrainDefaults are the reference's train mode: lr 1e-3 with 100 warmup
@@ -196,6 +171,8 @@ func trainConfigValues(tr *models.Trainer) reports.Values {
 	v.Set("iters", c.Iters)
 	v.Set("lr", c.LR)
 	v.Set("warmup", c.Warmup)
+	v.Set("beta2", c.Beta2)
+	v.Set("grad-clip", c.GradClip)
 	v.Set("eval-every", c.EvalEvery)
 	v.Set("eval-batches", c.EvalBatches)
 	return v
@@ -207,176 +184,145 @@ type gptEvalConfig struct {
 	EvalBatches int    `set:"eval-batches" help:"validation batches; 0: the checkpoint's"`
 }
 
-// gptEval is `gptlab gpt eval`: the validation loss of a checkpoint on its
-// own data or on another file with the same vocabulary.
-func gptEval(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gpt eval", flag.ContinueOnError)
+// gptEvalCommand is `gptlab gpt eval`: the validation loss of a
+// checkpoint on its own data or on another file with the same vocabulary.
+func gptEvalCommand(fs *flag.FlagSet) Runner {
 	var sets setFlag
-	fs.Var(&sets, "set", "data=PATH or eval-batches=N")
-	model := fs.String("model", "", "training checkpoint (written by gpt train --out)")
-	format, out := reportFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := checkFormat(*format); err != nil {
-		return err
-	}
-	if *model == "" {
-		return usageError("gpt eval: --model is required")
-	}
-	var ec gptEvalConfig
-	if err := applySets(&ec, sets); err != nil {
-		return err
-	}
-	if ec.EvalBatches < 0 {
-		return usageError("gpt eval: --set eval-batches=%d: want >= 0", ec.EvalBatches)
-	}
-	ck, err := models.LoadCheckpoint(*model)
-	if err != nil {
-		return usageError("gpt eval: --model: %v", err)
-	}
-	var data *models.Dataset
-	if ec.Data == "" {
-		data, err = ck.LoadData()
-	} else {
-		data, err = models.LoadText(ec.Data, ck.Cfg.Model.Block)
-		if err == nil && data.Tok.Chars() != ck.Vocab {
-			err = fmt.Errorf("%w: vocabulary of %d characters differs from the checkpoint's %d (a char-level model reads only its own characters)", models.ErrBadData, data.Tok.Vocab(), len([]rune(ck.Vocab)))
+	fs.Var(&sets, "set", "`key=value`: data=PATH (a file with the checkpoint's characters) or eval-batches=N")
+	model := fs.String("model", "", "training checkpoint `CKPT` (written by gpt train --out)")
+	format, out := reportFlags(fs, "report.md and report.json")
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if err := noArgs("gpt eval", args); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		return usageError("gpt eval: data: %v", err)
-	}
-	tc := ck.Cfg
-	if ec.EvalBatches > 0 {
-		tc.EvalBatches = ec.EvalBatches
-	}
-	tr, err := models.NewTrainerFrom(tc, data, ck.Params)
-	if err != nil {
-		return usageError("gpt eval: %v", err)
-	}
-	defer tr.Close()
-	t0 := time.Now()
-	vals, err := tr.ValLosses()
-	if err != nil {
-		return err
-	}
-	secs := time.Since(t0).Seconds()
-	val := gptMean(vals)
-	r := reports.New("gpt-eval", fmt.Sprintf("Validation loss of %s on %s", *model, data.Name))
-	r.Metric("val_loss_nats", val)
-	r.Metric("eval_tokens", len(vals)*tc.Model.Batch*tc.Model.Block)
-	r.Metric("eval_seconds", secs)
-	r.Metric("checkpoint_step", ck.Step)
-	if src := data.Source; src != nil {
-		oracle := tr.OracleLosses()
-		r.Metric("oracle_val_loss_nats", gptMean(oracle))
-		r.Metric("entropy_rate_nats", src.EntropyRate())
-		r.Metric("gap_to_oracle_nats", val-gptMean(oracle))
-		tol := oracleTolerance(vals, oracle)
-		r.Check("no better than the ideal model", val >= gptMean(oracle)-tol,
-			"val loss %.4f ≥ ideal model's %.4f on the same batches − %.4f", val, gptMean(oracle), tol)
-	}
-	r.Check("val loss is finite", !math.IsNaN(val) && !math.IsInf(val, 0), "%v", val)
-	r.Config = trainConfigValues(tr)
-	r.Config.Set("model", *model)
-	return emit(r, *format, *out, stdout)
-}
-
-// gptSample is `gptlab gpt sample`: text from a checkpoint, reproducible
-// from --seed. It prints the prompt and its continuation.
-func gptSample(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gpt sample", flag.ContinueOnError)
-	model := fs.String("model", "", "checkpoint (written by gpt train --out)")
-	prompt := fs.String("prompt", "", "text to continue (characters of the model's vocabulary); empty: token 0")
-	tokens := fs.Int("tokens", 500, "characters to generate")
-	temp := fs.Float64("temperature", 1, "divide the logits by this; 0 picks the most likely character")
-	topK := fs.Int("top-k", 0, "sample among the K most likely characters; 0: all")
-	seed := fs.Uint64("seed", 1, "seed of the draws")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *model == "" {
-		return usageError("gpt sample: --model is required")
-	}
-	ck, err := models.LoadCheckpoint(*model)
-	if err != nil {
-		return usageError("gpt sample: --model: %v", err)
-	}
-	s, err := models.NewSampler(ck.Params, ck.Tokenizer())
-	if err != nil {
-		return err
-	}
-	text, err := s.Generate(*prompt, models.SampleConfig{Tokens: *tokens, Temperature: *temp, TopK: *topK, Seed: *seed})
-	if err != nil {
-		if errors.Is(err, models.ErrBadData) || errors.Is(err, models.ErrConfig) {
-			return usageError("gpt sample: %v", err)
+		if *model == "" {
+			return usageError("gpt eval: --model is required")
 		}
+		var ec gptEvalConfig
+		if err := applySets(&ec, sets); err != nil {
+			return err
+		}
+		if ec.EvalBatches < 0 {
+			return usageError("gpt eval: --set eval-batches=%d: want 1 or more, or 0 for the checkpoint's", ec.EvalBatches)
+		}
+		if err := checkReportFlags(*format, *out); err != nil {
+			return err
+		}
+		ck, err := models.LoadCheckpoint(*model)
+		if err != nil {
+			return usageError("gpt eval: --model: %v", err)
+		}
+		var data *models.Dataset
+		if ec.Data == "" {
+			data, err = ck.LoadData()
+		} else {
+			data, err = models.LoadText(ec.Data, ck.Cfg.Model.Block)
+			if err == nil && data.Tok.Chars() != ck.Vocab {
+				err = fmt.Errorf("%w: vocabulary of %d characters differs from the checkpoint's %d (a char-level model reads only its own characters)", models.ErrBadData, data.Tok.Vocab(), len([]rune(ck.Vocab)))
+			}
+		}
+		if err != nil {
+			return usageError("gpt eval: data: %v", err)
+		}
+		tc := ck.Cfg
+		if ec.EvalBatches > 0 {
+			tc.EvalBatches = ec.EvalBatches
+		}
+		tr, err := models.NewTrainerFrom(tc, data, ck.Params)
+		if err != nil {
+			return usageError("gpt eval: %v", err)
+		}
+		defer tr.Close()
+		t0 := time.Now()
+		var vals []float64
+		if err := untilInterrupted(ctx, func() (err error) { vals, err = tr.ValLosses(); return err }); err != nil {
+			return err
+		}
+		secs := time.Since(t0).Seconds()
+		val := gptMean(vals)
+		r := reports.New("gpt-eval", fmt.Sprintf("Validation loss of %s on %s", *model, data.Name))
+		r.Metric("val_loss_nats", val)
+		r.Metric("eval_tokens", len(vals)*tc.Model.Batch*tc.Model.Block)
+		r.Metric("eval_seconds", secs)
+		r.Metric("checkpoint_step", ck.Step)
+		if src := data.Source; src != nil {
+			oracle := tr.OracleLosses()
+			r.Metric("oracle_val_loss_nats", gptMean(oracle))
+			r.Metric("entropy_rate_nats", src.EntropyRate())
+			r.Metric("gap_to_oracle_nats", val-gptMean(oracle))
+			tol := oracleTolerance(vals, oracle)
+			r.Check("no better than the ideal model", val >= gptMean(oracle)-tol,
+				"val loss %.4f ≥ ideal model's %.4f on the same batches − %.4f", val, gptMean(oracle), tol)
+		}
+		r.Check("val loss is finite", !math.IsNaN(val) && !math.IsInf(val, 0), "%v", val)
+		r.Config = trainConfigValues(tr)
+		r.Config.Set("model", *model)
+		return emit(r, *format, *out, stdout)
+	}
+}
+
+// maxSampleTokens bounds gpt sample --tokens.
+const maxSampleTokens = 1_000_000
+
+func gptSampleCommand(fs *flag.FlagSet) Runner {
+	model := fs.String("model", "", "checkpoint `CKPT` (written by gpt train --out)")
+	prompt := fs.String("prompt", "", "text `S` to continue, in the model's characters (empty: start from token 0)")
+	tokens := fs.Int("tokens", 500, "characters `N` to generate")
+	temp := fs.Float64("temperature", 1, "divide the logits by `T`; 0 picks the most likely character")
+	topK := fs.Int("top-k", 0, "sample among the `K` most likely characters; 0: all")
+	seed := fs.Uint64("seed", 1, "seed `N` of the draws")
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if err := noArgs("gpt sample", args); err != nil {
+			return err
+		}
+		switch {
+		case *model == "":
+			return usageError("gpt sample: --model is required")
+		case *tokens < 0 || *tokens > maxSampleTokens:
+			return usageError("gpt sample: --tokens %d: want 0 to %d", *tokens, maxSampleTokens)
+		case !(*temp >= 0) || math.IsInf(*temp, 0):
+			return usageError("gpt sample: --temperature %v: want 0 (the most likely character) or a positive number", *temp)
+		}
+		ck, err := models.LoadCheckpoint(*model)
+		if err != nil {
+			return usageError("gpt sample: --model: %v", err)
+		}
+		tok := ck.Tokenizer()
+		if *topK < 0 || *topK > tok.Vocab() {
+			return usageError("gpt sample: --top-k %d: want 0 (all) to %d, the vocabulary's size", *topK, tok.Vocab())
+		}
+		if _, err := tok.Encode(*prompt); err != nil {
+			return usageError("gpt sample: --prompt: %v", err)
+		}
+		s, err := models.NewSampler(ck.Params, tok)
+		if err != nil {
+			return usageError("gpt sample: --model %s: %v", *model, err)
+		}
+		var text string
+		err = untilInterrupted(ctx, func() (err error) {
+			text, err = s.Generate(*prompt, models.SampleConfig{Tokens: *tokens, Temperature: *temp, TopK: *topK, Seed: *seed})
+			return err
+		})
+		if err != nil {
+			if !errors.Is(err, ErrInterrupted) && (errors.Is(err, models.ErrBadData) || errors.Is(err, models.ErrConfig)) {
+				return usageError("gpt sample: sample settings: %s", strings.TrimPrefix(err.Error(), models.ErrConfig.Error()+": "))
+			}
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, *prompt+text)
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, *prompt+text)
-	return err
 }
 
-// progressBar shows training progress on the log writer. On a terminal it
-// redraws one line (step, bar, loss, tokens/s, ETA) at most ten times a
-// second; on anything else (a file, a pipe, io.Discard) it prints only a
-// line per validation, so logs stay readable.
-type progressBar struct {
-	w      io.Writer
-	tty    bool
-	total  int
-	drawn  time.Time
-	active bool // a partial line is on screen
-}
-
-func newProgressBar(w io.Writer, total int) *progressBar {
-	return &progressBar{w: w, tty: isTerminal(w), total: total}
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
+// untilInterrupted runs work, which cannot stop early and writes nothing,
+// and returns when it ends or when ctx is cancelled (leaving it behind).
+func untilInterrupted(ctx context.Context, work func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- work() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return interruptedf("interrupted; nothing saved")
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// step records a finished training step.
-func (p *progressBar) step(step int, loss float64, tokPerS float64, eta time.Duration) {
-	if !p.tty || (time.Since(p.drawn) < 100*time.Millisecond && step < p.total) {
-		return
-	}
-	p.drawn = time.Now()
-	const width = 24
-	filled := width * step / max(1, p.total)
-	bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
-	fmt.Fprintf(p.w, "\r%*d/%d [%s] loss %.4f  %s tok/s  ETA %s ", len(fmt.Sprint(p.total)), step, p.total, bar, loss, humanRate(tokPerS), eta.Round(time.Second))
-	p.active = true
-}
-
-// eval records a validation result.
-func (p *progressBar) eval(step int, train, val float64) {
-	p.clear()
-	fmt.Fprintf(p.w, "step %d/%d: train loss %.4f, val loss %.4f\n", step, p.total, train, val)
-}
-
-// clear ends a partial line so that other output starts on a fresh one.
-func (p *progressBar) clear() {
-	if p.active {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.active = false
-	}
-}
-
-func humanRate(x float64) string {
-	switch {
-	case x >= 1e6:
-		return fmt.Sprintf("%.2fM", x/1e6)
-	case x >= 1e3:
-		return fmt.Sprintf("%.1fk", x/1e3)
-	}
-	return fmt.Sprintf("%.0f", x)
 }

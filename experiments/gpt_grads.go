@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -8,53 +9,89 @@ import (
 	"gptlab/models"
 )
 
+func init() {
+	RegisterCommand(&Command{
+		Name:  "gpt grads",
+		Usage: "--model M --batch B --out O [--adamw-steps K]",
+		Short: "one forward and backward pass written in the layout of gpt_reference.py golden",
+		Long: "--out receives logits (B, T, V), loss [1] and grad.<name> for every parameter; with " +
+			"--adamw-steps K also after.<name> (the parameters after K AdamW steps on the batch) and " +
+			"adamw.losses [K]. Nothing is written unless everything succeeded, and the file is written atomically.",
+		Setup: gptGradsCommand,
+	})
+}
+
+func gptGradsCommand(fs *flag.FlagSet) Runner {
+	modelPath := fs.String("model", "", "model checkpoint `M` (safetensors, F32, config in __metadata__)")
+	batchPath := fs.String("batch", "", "batch file `B`: idx and targets, I64 or I32, shape [batch, T]")
+	outPath := fs.String("out", "", "output safetensors file `O`")
+	steps := fs.Int("adamw-steps", 0, "AdamW steps `K` to run on the batch after the gradients (lr 1e-3)")
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if err := noArgs("gpt grads", args); err != nil {
+			return err
+		}
+		return gptGrads(ctx, *modelPath, *batchPath, *outPath, *steps, stdout)
+	}
+}
+
+// maxAdamWSteps bounds --adamw-steps.
+const maxAdamWSteps = 10_000
+
 // gptGrads is `gptlab gpt grads`: one forward and backward pass of the
-// model in --model on the batch in --batch, written to --out in the layout
-// of gpt_reference.py golden: logits (B, T, V), loss [1], grad.<name> for
-// every parameter and, with --adamw-steps K, after.<name> (the parameters
-// after K AdamW steps on the same batch) and adamw.losses [K]. Bad input is
-// an error wrapping ErrUsage; nothing is written unless everything
-// succeeded, and the output is written atomically.
-func gptGrads(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gpt grads", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	modelPath := fs.String("model", "", "model checkpoint (safetensors, F32, config in __metadata__)")
-	batchPath := fs.String("batch", "", "batch file: idx and targets, I64 or I32, shape [batch, T]")
-	outPath := fs.String("out", "", "output safetensors file")
-	steps := fs.Int("adamw-steps", 0, "AdamW steps to run on the batch after the gradients (lr 1e-3)")
-	if err := fs.Parse(args); err != nil {
-		return usageError("gpt grads: %v", err)
-	}
+// model in modelPath on the batch in batchPath, written to outPath in the
+// layout of gpt_reference.py golden. Bad input, an unwritable outPath
+// included, is an error wrapping ErrUsage, found before any work.
+func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps int, stdout io.Writer) error {
 	switch {
-	case fs.NArg() > 0:
-		return usageError("gpt grads: unexpected argument %q", fs.Arg(0))
-	case *modelPath == "":
+	case modelPath == "":
 		return usageError("gpt grads: --model is required")
-	case *batchPath == "":
+	case batchPath == "":
 		return usageError("gpt grads: --batch is required")
-	case *outPath == "":
+	case outPath == "":
 		return usageError("gpt grads: --out is required")
-	case *steps < 0:
-		return usageError("gpt grads: --adamw-steps = %d, want >= 0", *steps)
+	case steps < 0 || steps > maxAdamWSteps:
+		return usageError("gpt grads: --adamw-steps %d: want 0 to %d", steps, maxAdamWSteps)
 	}
-	p, err := models.LoadParams(*modelPath)
+	if err := checkOutFile("gpt grads --out", outPath); err != nil {
+		return err
+	}
+	p, err := models.LoadParams(modelPath)
 	if err != nil {
 		return usageError("gpt grads: --model: %v", err)
 	}
 	cfg := p.Config()
-	idx, tgt, B, T, err := readBatch(*batchPath, cfg)
+	idx, tgt, B, T, err := readBatch(batchPath, cfg)
 	if err != nil {
-		return usageError("gpt grads: --batch %s: %v", *batchPath, err)
+		return usageError("gpt grads: --batch %s: %v", batchPath, err)
 	}
 	cfg.Batch = B
+	var out map[string]models.Tensor
+	var loss float32
+	err = untilInterrupted(ctx, func() (err error) {
+		out, loss, err = gradsOf(p, cfg, idx, tgt, B, T, steps)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := models.WriteSafetensors(outPath, out, cfg.Metadata()); err != nil {
+		return usageError("gpt grads: --out %s: %v", outPath, err)
+	}
+	fmt.Fprintf(stdout, "wrote %s: loss=%.6f\n", outPath, loss)
+	return nil
+}
+
+// gradsOf runs the pass (and the AdamW steps) and returns the tensors of
+// the output file and the loss.
+func gradsOf(p *models.Params, cfg models.Config, idx, tgt []int32, B, T, steps int) (map[string]models.Tensor, float32, error) {
 	m, err := models.NewModel(cfg, p, B, T, true)
 	if err != nil {
-		return fmt.Errorf("gpt grads: %w", err)
+		return nil, 0, fmt.Errorf("gpt grads: %w", err)
 	}
 	defer m.Close()
 	loss, err := m.Step(idx, tgt)
 	if err != nil {
-		return fmt.Errorf("gpt grads: %w", err)
+		return nil, 0, fmt.Errorf("gpt grads: %w", err)
 	}
 	out := map[string]models.Tensor{
 		"idx":     intsTensor(idx, B, T),
@@ -65,27 +102,23 @@ func gptGrads(args []string, stdout, stderr io.Writer) error {
 	for _, n := range p.Names() {
 		out["grad."+n] = models.F32Tensor(p.Shape(n), append([]float32(nil), m.Grad(n)...))
 	}
-	if *steps > 0 {
+	if steps > 0 {
 		opt := models.NewAdamW(p, models.DefaultAdamW())
-		losses := make([]float32, *steps)
+		losses := make([]float32, steps)
 		for k := range losses {
 			if losses[k], err = m.Step(idx, tgt); err != nil {
-				return fmt.Errorf("gpt grads: AdamW step %d: %w", k+1, err)
+				return nil, 0, fmt.Errorf("gpt grads: AdamW step %d: %w", k+1, err)
 			}
 			if _, err := opt.Step(m, 0); err != nil {
-				return fmt.Errorf("gpt grads: AdamW step %d: %w", k+1, err)
+				return nil, 0, fmt.Errorf("gpt grads: AdamW step %d: %w", k+1, err)
 			}
 		}
 		for n, t := range p.Tensors("after.") {
 			out[n] = models.F32Tensor(t.Shape, append([]float32(nil), t.F32...))
 		}
-		out["adamw.losses"] = models.F32Tensor([]int{*steps}, losses)
+		out["adamw.losses"] = models.F32Tensor([]int{steps}, losses)
 	}
-	if err := models.WriteSafetensors(*outPath, out, cfg.Metadata()); err != nil {
-		return fmt.Errorf("gpt grads: %w", err)
-	}
-	fmt.Fprintf(stdout, "wrote %s: loss=%.6f\n", *outPath, loss)
-	return nil
+	return out, loss, nil
 }
 
 func intsTensor(v []int32, B, T int) models.Tensor {

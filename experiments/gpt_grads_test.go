@@ -2,7 +2,6 @@ package experiments
 
 import (
 	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -50,7 +49,7 @@ func TestGPTGradsMatchesReference(t *testing.T) {
 			batch, out := filepath.Join(dir, "b.safetensors"), filepath.Join(dir, "o.safetensors")
 			writeBatch(t, batch, dtype, want)
 			args := []string{"--model", filepath.Join(goldenDir, "model.safetensors"), "--batch", batch, "--out", out, "--adamw-steps", "3"}
-			if err := gptGrads(args, io.Discard, io.Discard); err != nil {
+			if err := runCmd("gpt grads", args...); err != nil {
 				t.Fatal(err)
 			}
 			got, _, err := models.ReadSafetensors(out)
@@ -137,7 +136,7 @@ func TestGPTGradsBadInput(t *testing.T) {
 		{"missing batch file", []string{"--model", model, "--batch", filepath.Join(dir, "nope"), "--out", out}, "nope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := gptGrads(tc.args, io.Discard, io.Discard)
+			err := runCmd("gpt grads", tc.args...)
 			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("gptGrads(%v) = %v, want ErrUsage mentioning %q", tc.args, err, tc.want)
 			}

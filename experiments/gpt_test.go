@@ -158,6 +158,21 @@ func TestGPTTrainResume(t *testing.T) {
 	if sample("3") == sample("4") {
 		t.Error("gpt sample: seeds 3 and 4 give the same text")
 	}
+	// Bad sample settings, at the command layer: one line each, exit 2.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--prompt", "a€b"}, `'€' at position 1 is not in the vocabulary of 24 characters: "`},
+		{[]string{"--top-k", "999"}, "--top-k 999: want 0 (all) to 24"},
+		{[]string{"--tokens", "-3"}, "--tokens -3"},
+		{[]string{"--temperature", "NaN"}, "--temperature NaN"},
+	} {
+		code, _, errs := runMain(append([]string{"gpt", "sample", "--model", ckpt}, tc.args...)...)
+		if code != 2 || !strings.Contains(errs, tc.want) || strings.Contains(errs, "invalid GPT config") || strings.Count(errs, "\n") != 1 {
+			t.Errorf("gpt sample %q = %d, stderr %q; want 2 and one line with %q", tc.args, code, errs, tc.want)
+		}
+	}
 }
 
 func TestGPTCommandErrors(t *testing.T) {
@@ -188,7 +203,7 @@ func TestGPTCommandErrors(t *testing.T) {
 		{"eval of a missing file", []string{"gpt", "eval", "--model", filepath.Join(dir, "x.safetensors")}, "x.safetensors"},
 		{"sample of a non-checkpoint", []string{"gpt", "sample", "--model", bin}, "bin.txt"},
 		{"resume with set", []string{"gpt", "train", "--resume", bin, "--set", "iters=3"}, "--resume"},
-		{"bench without train", []string{"bench"}, "bench train"},
+		{"bench without train", []string{"bench"}, "name a subcommand: train"},
 		{"bench bad steps", []string{"bench", "train", "--steps", "0"}, "steps"},
 		{"bench bad executor", []string{"bench", "train", "--set", "executor=gpu"}, "executor=gpu"},
 		{"bench bad blas", []string{"bench", "train", "--set", "blas=mkl"}, "blas=mkl"},

@@ -2,6 +2,43 @@
 // (defaults in a struct, overridden with --set key=value), the command line
 // of gptlab, and the exit gate. Each lab lives in a file of its own and
 // registers itself from init; the numerical work is in the other packages.
+//
+// Adding a lab: one file that calls Register from init with the lab's
+// name, one line, its config struct of defaults (fields tagged
+// `set:"key" help:"..."`), its quick function and its Run:
+//
+//	func init() { Register("serving", "paged-KV serving simulator", servingDefaults, servingQuick, runServing) }
+//
+// The registry applies quick (when --quick is given) and then the user's
+// --set values, which win; Run validates the config (errors from
+// usageError exit 2, one line naming the key), resolves every "0 means the
+// default" setting in place to the value it used, and returns a report
+// built with package reports: typed columns (reports.Bytes, Float, Ratio,
+// Duration, …) so text fits 100 columns and JSON keeps exact values; no
+// column that never changes (say it with Table.Constant). Run gets a
+// context that Ctrl-C and SIGTERM cancel; a lab should return soon after.
+// The lab is then in gptlab list, gptlab help LAB, gptlab run LAB and the
+// exit gate, and in the test that renders every lab's --quick report at
+// 100 columns.
+//
+// Adding a command: a Command value given to RegisterCommand from init,
+// with its usage line, one line, and a Setup that defines its flags (each
+// help text with a `METAVAR`) and returns its Runner. A subcommand is
+// named "GROUP SUB" ("bench allreduce", "gpt quantize") and appears under
+// its group; top-level commands are listed in the design's order
+// (topCommands, where launch and serve have their places already). Help, --help and the README's command list come from these
+// values; TestUsageNamesEveryFlag and TestREADMECommands keep them in
+// agreement (go test ./experiments -run TestREADMECommands -update
+// rewrites the README block). In a Runner: bad input is usageError (exit
+// 2), checked before any work (checkReportFlags, checkOutDir and
+// checkOutFile check --out without creating it); a failed check is
+// errChecksFailed (exit 1, emit does it for a report); an interrupt returns
+// interruptedf("interrupted at …; checkpoint saved to …") or any error
+// wrapping context.Canceled (exit 130); anything else is an internal error
+// (exit 3).
+//
+// What it does not own: the model (models), planning (planner), the
+// arena executor (planner/arena) and the rendering of reports (reports).
 package experiments
 
 import (

@@ -65,7 +65,7 @@ func TestPlanBadUsage(t *testing.T) {
 		{"no file", []string{"plan"}, "no input file"},
 		{"two files", []string{"plan", planExample, planExample}, "one input file"},
 		{"unknown flag", []string{"plan", planExample, "--bogus"}, "-bogus"},
-		{"unknown planner", []string{"plan", planExample, "--algo", "nope"}, `"nope"`},
+		{"unknown planner", []string{"plan", planExample, "--algo", "nope"}, "--algo nope"},
 		{"missing file", []string{"plan", filepath.Join(dir, "absent.csv")}, "absent.csv"},
 		{"bad row", []string{"plan", bad}, `line 3: size "0"`},
 		{"unwritable out", []string{"plan", planExample, "--out", filepath.Join(dir, "no", "dir", "x.csv")}, "--out"},
@@ -73,7 +73,7 @@ func TestPlanBadUsage(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := runPlan(tc.args[1:], &bytes.Buffer{}, &bytes.Buffer{})
+			err := runCmd("plan", tc.args[1:]...)
 			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("plan %q = %v, want a usage error with %q", tc.args[1:], err, tc.want)
 			}
@@ -82,16 +82,6 @@ func TestPlanBadUsage(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want 2 and one line", code, stderr.String())
 			}
 		})
-	}
-}
-
-func TestPlanDefaultAlgo(t *testing.T) {
-	want := "greedy-by-size"
-	if _, err := planner.Lookup("search"); err == nil {
-		want = "search"
-	}
-	if got := defaultPlanAlgo(); got != want {
-		t.Errorf("defaultPlanAlgo() = %q, want %q", got, want)
 	}
 }
 
@@ -128,6 +118,78 @@ func TestPlanCapacity(t *testing.T) {
 			if code := Main(tc.args, &out, &errb); code != tc.status || !strings.Contains(out.String(), tc.want) {
 				t.Errorf("Main(%q) = %d, stdout %q; want %d and %q", tc.args, code, out.String(), tc.status, tc.want)
 			}
+		})
+	}
+}
+
+// TestPlanAuto: the default planner keeps the lowest verified plan and
+// says which planner made it and what the others did; out of time it
+// still returns best-fit's plan, never an error.
+func TestPlanAuto(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"default", []string{"plan", planExample}, []string{"(auto: the lowest verified plan within 10s)", "tried:", "search 1600 bytes", "peak:        1600 bytes"}},
+		{"no time left", []string{"plan", planExample, "--time-limit", "1ns"}, []string{"planner:     best-fit (auto", "greedy-by-size not run: no time left", "verified:    yes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { mainSays(t, tc.args, tc.want...) })
+	}
+}
+
+// TestPlanMillionBuffers: a million buffers, too many for the search and
+// for greedy-by-size within the time limit, still get a verified plan
+// (exit 0) from the default planner, which says which planner made it.
+func TestPlanMillionBuffers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans a million buffers: about 10 s")
+	}
+	path := filepath.Join(t.TempDir(), "million.csv")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := planner.WriteCSV(f, planner.Random(7, planner.ScaleSpec(1_000_000)), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, out, errs := runMain("plan", path, "--time-limit", "2s")
+	if code != 0 || !strings.Contains(out, "(1000000 buffers)") || !strings.Contains(out, "verified:    yes") ||
+		!strings.Contains(out, "planner:     best-fit (auto") {
+		t.Fatalf("plan of a million buffers = %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+	t.Logf("\n%s", out)
+}
+
+// TestPlanTooLarge: a file beyond the size limits, and a plan whose arena
+// is too large to verify by simulation, are bad input (exit 2), not a
+// failed check or a crash.
+func TestPlanTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	unverifiable := filepath.Join(dir, "unverifiable.csv")
+	// 2^40-1 and 3 bytes live together: the arena is 2^40+2 bytes with no
+	// common unit, beyond what the simulator executes.
+	os.WriteFile(unverifiable, []byte("id,lower,upper,size\na,0,1,1099511627775\nb,0,1,3\n"), 0o644)
+	bytes0, buffers0 := maxPlanFileBytes, maxPlanBuffers
+	defer func() { maxPlanFileBytes, maxPlanBuffers = bytes0, buffers0 }()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		limit func()
+		want  string
+	}{
+		{"too many bytes", []string{"plan", planExample}, func() { maxPlanFileBytes = 10 }, "more than the 10"},
+		{"too many buffers", []string{"plan", planExample}, func() { maxPlanBuffers = 3 }, "4 buffers, more than the 3"},
+		{"cannot be verified", []string{"plan", unverifiable, "--algo", "best-fit"}, func() {}, "cannot be verified"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.limit()
+			code, _, errs := runMain(tc.args...)
+			if code != 2 || !strings.Contains(errs, tc.want) {
+				t.Errorf("Main(%q) = %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+			}
+			maxPlanFileBytes, maxPlanBuffers = bytes0, buffers0
 		})
 	}
 }

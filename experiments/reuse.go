@@ -88,14 +88,14 @@ func runReuse(ctx context.Context, cfg *reuseConfig, opt Options) (*reports.Repo
 
 // reuseAlgos checks the settings and resolves the planners to compare.
 func reuseAlgos(cfg *reuseConfig) ([]planner.Algorithm, error) {
-	if a := cfg.Alignment; a <= 0 || a&(a-1) != 0 {
-		return nil, usageError("--set alignment=%d: not a power of two", a)
+	if err := checkAlignment(cfg.Alignment); err != nil {
+		return nil, err
 	}
-	if cfg.Seeds < 1 {
-		return nil, usageError("--set seeds=%d: want at least 1", cfg.Seeds)
+	if cfg.Seeds < 1 || cfg.Seeds > 10_000 {
+		return nil, usageError("--set seeds=%d: want 1 to 10000", cfg.Seeds)
 	}
-	if cfg.RandomN < 1 {
-		return nil, usageError("--set random-n=%d: want at least 1", cfg.RandomN)
+	if cfg.RandomN < 1 || cfg.RandomN > 1_000_000 {
+		return nil, usageError("--set random-n=%d: want 1 to 1000000", cfg.RandomN)
 	}
 	if cfg.ScaleN < 0 || cfg.ScaleN > 10_000_000 {
 		return nil, usageError("--set scale-n=%d: want 0 to 10000000", cfg.ScaleN)

@@ -78,12 +78,22 @@ func (t *Tokenizer) Encode(s string) ([]int32, error) {
 	for _, r := range s {
 		id, ok := t.ids[r]
 		if !ok {
-			return nil, fmt.Errorf("%w: character %q at position %d is not in the vocabulary", ErrBadData, r, pos)
+			return nil, fmt.Errorf("%w: character %q at position %d is not in the vocabulary of %d characters: %s",
+				ErrBadData, r, pos, len(t.runes), t.sample(64))
 		}
 		out = append(out, id)
 		pos++
 	}
 	return out, nil
+}
+
+// sample shows the vocabulary in a message, quoted, its first n
+// characters when it has more.
+func (t *Tokenizer) sample(n int) string {
+	if len(t.runes) <= n {
+		return fmt.Sprintf("%q", string(t.runes))
+	}
+	return fmt.Sprintf("%q… (%d more)", string(t.runes[:n]), len(t.runes)-n)
 }
 
 // Decode maps tokens back to text; an id outside the vocabulary becomes

@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -112,4 +113,24 @@ func FuzzTokenizer(f *testing.F) {
 			t.Fatalf("Decode(Encode(%q)) = %q", s, got)
 		}
 	})
+}
+
+// TestEncodeErrorListsVocabulary: a character outside the vocabulary is
+// named with the vocabulary (or its size and first characters).
+func TestEncodeErrorListsVocabulary(t *testing.T) {
+	tok, err := NewTokenizer("abc\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tok.Encode("abz")
+	if !errors.Is(err, ErrBadData) || !strings.Contains(err.Error(), `'z'`) || !strings.Contains(err.Error(), `4 characters: "\nabc"`) {
+		t.Errorf("Encode(abz) = %v, want ErrBadData naming 'z' and the 4 characters \"\\nabc\"", err)
+	}
+	big, err := NewTokenizer(strings.Repeat("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?", 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := big.Encode("~"); err == nil || !strings.Contains(err.Error(), "68 characters") || !strings.Contains(err.Error(), "(4 more)") {
+		t.Errorf("Encode(~) on 68 characters = %v, want the first 64 and (4 more)", err)
+	}
 }

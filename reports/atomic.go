@@ -1,39 +1,52 @@
 package reports
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
 // WriteFileAtomic writes what src produces to path through a temporary file
 // in the same directory, synced and then renamed over path, so a reader (or
-// an interrupted run) never sees half a file.
+// an interrupted run) never sees half a file. An error names path, never
+// the temporary file.
 func WriteFileAtomic(path string, src io.WriterTo) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	fail := func(err error) error {
+		var pe *fs.PathError
+		var le *os.LinkError
+		switch { // the temporary file's name means nothing to the caller
+		case errors.As(err, &pe):
+			err = pe.Err
+		case errors.As(err, &le):
+			err = le.Err
+		}
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fail(err)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after a successful rename
 	if _, err := src.WriteTo(f); err != nil {
 		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail(err)
 	}
 	return nil
 }

@@ -32,10 +32,31 @@ const (
 // textWidth is the display width of s in terminal columns.
 func textWidth(s string) int { return twwidth.Width(s) }
 
+// clean makes s safe for a terminal: a control character other than a
+// newline is shown escaped (\x00), a tab as a space.
+func clean(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\t':
+			b.WriteByte(' ')
+		case r != '\n' && unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // wrap breaks s into lines of at most width columns at spaces, breaking a
 // word only when it is longer than a line. Newlines in s are kept.
 func wrap(s string, width int) []string {
 	width = max(width, 1)
+	s = clean(s)
 	var out []string
 	for _, para := range strings.Split(s, "\n") {
 		line := ""
@@ -80,7 +101,7 @@ func cut(s string, width int) (string, string) {
 // shorten fits s on one line of width columns, ending a cut line with "…"
 // (at a space when one is in the second half).
 func shorten(s string, width int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(clean(s)), " ")
 	if textWidth(s) <= width {
 		return s
 	}
@@ -204,6 +225,13 @@ func widest(ws, low []int) int {
 	return best
 }
 
+// WriteText writes the table alone as text that fits width columns (its
+// title first, if it has one), every column shown: command help lists
+// settings with it.
+func (t *Table) WriteText(w io.Writer, width int) error {
+	return writeTextTable(w, t.format(false), width)
+}
+
 // writeTextTable writes one table (title, constants, box, notes) so that
 // every line fits width.
 func writeTextTable(w io.Writer, f formatted, width int) error {
@@ -214,7 +242,9 @@ func writeTextTable(w io.Writer, f formatted, width int) error {
 		}
 		ws = widths(f, width, true)
 	}
-	writeWrapped(w, f.title, width, 2)
+	if f.title != "" {
+		writeWrapped(w, f.title, width, 2)
+	}
 	if len(f.consts) > 0 {
 		writeWrapped(w, "In every row: "+strings.Join(f.consts, "; "), width, 2)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"gptlab/internal/testutil"
@@ -173,6 +174,56 @@ func FuzzWrap(f *testing.F) {
 		}
 		if strings.Join(strings.Fields(s), "") != strings.Join(strings.Fields(strings.Join(lines, " ")), "") {
 			t.Fatalf("wrap(%q, %d) = %q: text changed", s, width, lines)
+		}
+	})
+}
+
+// FuzzTableFits: whatever the cells (long words, many columns, newlines),
+// a report's text fits the width it is given, from 40 columns up.
+func FuzzTableFits(f *testing.F) {
+	f.Add(lorem, uint8(60), uint8(5), int64(12145664))
+	f.Add("a\nb c", uint8(40), uint8(12), int64(-1))
+	f.Add(strings.Repeat("transformer.h.0.attn.c_attn.weight ", 9), uint8(0), uint8(1), int64(1)<<40)
+	f.Fuzz(func(t *testing.T, text string, w, ncols uint8, n int64) {
+		if !utf8.ValidString(text) {
+			return
+		}
+		width := 40 + int(w)%80
+		cols := []Column{Text("key")}
+		for j := 0; j < int(ncols)%16; j++ {
+			if j%3 == 2 {
+				cols = append(cols, Text(fmt.Sprintf("text column %d", j)))
+			} else {
+				cols = append(cols, Bytes(fmt.Sprintf("bytes %d", j)))
+			}
+		}
+		r := New("fuzz", "a table")
+		tb := r.AddTable("cells", cols...)
+		words := strings.Fields(text)
+		for i := 0; i < 3; i++ {
+			row := make([]any, len(cols))
+			for j, c := range cols {
+				if c.Kind == TextKind {
+					row[j] = text
+					if len(words) > i {
+						row[j] = words[i] + text[:len(text)/(i+1)]
+					}
+				} else {
+					row[j] = n + int64(i*j)
+				}
+			}
+			tb.Row(row...)
+		}
+		r.Check(text, len(text)%2 == 0, "%s", text)
+		r.Note("%s", text)
+		var b bytes.Buffer
+		if err := r.WriteTextWidth(&b, width); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(b.String(), "\n") { // display columns: a wide rune takes two
+			if got := textWidth(line); got > width || strings.ContainsFunc(line, unicode.IsControl) {
+				t.Fatalf("width %d: a line of %d columns, or with a control character:\n%q\n\n%s", width, got, line, b.String())
+			}
 		}
 	})
 }

@@ -205,3 +205,20 @@ func TestAddTableKeepsEarlierTables(t *testing.T) {
 		t.Fatalf("first table has %d rows, want 1", len(r.Tables[0].Rows))
 	}
 }
+
+// TestWriteFileAtomicNamesThePath: an error names the file asked for, not
+// the temporary file it was written through.
+func TestWriteFileAtomicNamesThePath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sol.csv")
+	if err := os.Mkdir(path, 0o755); err != nil { // a directory where the file should go
+		t.Fatal(err)
+	}
+	err := WriteFileAtomic(path, WriterFunc(func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }))
+	if err == nil || !strings.Contains(err.Error(), path) || strings.Contains(err.Error(), ".tmp") {
+		t.Errorf("WriteFileAtomic over a directory = %v, want an error naming %s and no temporary file", err, path)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}

@@ -137,7 +137,7 @@ func (t *Table) format(hoist bool) formatted {
 	for i, row := range t.Rows {
 		cells[i] = make([]string, len(row))
 		for j, v := range row {
-			cells[i][j] = t.Columns[j].Format(v)
+			cells[i][j] = clean(t.Columns[j].Format(v))
 		}
 	}
 	kept := 0
