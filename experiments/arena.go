@@ -142,10 +142,14 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt Options) (*reports.Repo
 			return nil, err
 		}
 		r.AddFigure("arena-timeline", plt, 8*vg.Inch, 4*vg.Inch)
-		out := r.AddTable("Op outputs outside the arena (last config, training)",
-			reports.Text("op"), reports.Int("outputs"), reports.Bytes("bytes"), reports.Text("why"))
-		for _, o := range groupOutside(last.program.Outside()) {
-			out.Row(o.Op, o.Node, o.Bytes, o.Reason)
+		if outside := groupOutside(last.program.Outside()); len(outside) > 0 {
+			out := r.AddTable("Op outputs outside the arena (last config, training)",
+				reports.Text("op"), reports.Int("outputs"), reports.Bytes("bytes"), reports.Text("why"))
+			for _, o := range outside {
+				out.Row(o.Op, o.Node, o.Bytes, o.Reason)
+			}
+		} else {
+			r.Note("Every op output of the training step lives in the arena: none is allocated outside it.")
 		}
 	}
 	r.Note("Naive is every op output in storage of its own; the bound is the most bytes live at one instant; " +

@@ -235,6 +235,13 @@ func (t *Table) WriteText(w io.Writer, width int) error {
 // writeTextTable writes one table (title, constants, box, notes) so that
 // every line fits width.
 func writeTextTable(w io.Writer, f formatted, width int) error {
+	if len(f.cells) == 0 {
+		if f.title != "" {
+			writeWrapped(w, f.title, width, 2)
+		}
+		fmt.Fprintln(w, "(no rows)")
+		return nil
+	}
 	ws := widths(f, width, false)
 	if boxWidth(ws) > width {
 		if len(ws) > 2 {

@@ -227,3 +227,15 @@ func FuzzTableFits(f *testing.F) {
 		}
 	})
 }
+
+// TestEmptyTable: a table without rows says so instead of drawing an
+// empty box.
+func TestEmptyTable(t *testing.T) {
+	r := New("demo", "empty")
+	r.AddTable("Outside the arena", Text("op"), Bytes("bytes"))
+	var b bytes.Buffer
+	r.WriteText(&b)
+	if !strings.Contains(b.String(), "Outside the arena\n(no rows)\n") || strings.Contains(b.String(), "│ op") {
+		t.Errorf("empty table:\n%s", b.String())
+	}
+}
