@@ -74,7 +74,13 @@ func list(w io.Writer) error {
 		if !l.Built {
 			short += " (not built yet)"
 		}
-		fmt.Fprintf(w, "%-16s %s\n", l.Name, short)
+		for i, line := range wrapWords(short, reports.Width-17) {
+			name := ""
+			if i == 0 {
+				name = l.Name
+			}
+			fmt.Fprintf(w, "%-16s %s\n", name, line)
+		}
 	}
 	return nil
 }

@@ -90,6 +90,7 @@ func TestHelp(t *testing.T) {
 		want{[]string{"bench", "--help"}, []string{"gptlab bench train"}},
 		want{[]string{"help", "arena"}, []string{"configs", "tiny,small,baby", "tiny,small"}},
 		want{[]string{"help", "serving"}, []string{"not built yet"}},
+		want{[]string{"list"}, []string{"gpt", "serving-engine", "(not built yet)"}},
 	)
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
