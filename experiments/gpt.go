@@ -44,6 +44,7 @@ type gptConfig struct {
 	EvalBatches int     `set:"eval-batches" help:"validation batches per evaluation (the same ones each time)"`
 	SampleChars int     `set:"sample-chars" help:"characters sampled from the model for the report"`
 	Target      float64 `set:"target" help:"val loss to reach: report the training time until the first validation at or below it (0: none)"`
+	Checkpoint  string  `set:"checkpoint" help:"gradient checkpointing: none, every:K, sqrt, selective or budget:B (same losses, less memory)"`
 }
 
 // gptDefaults: small learns the embedded corpus to within about a tenth of
@@ -51,7 +52,7 @@ type gptConfig struct {
 // tiny for a few seconds.
 var gptDefaults = gptConfig{
 	Config: "small", Iters: 2000, LR: 1e-2, Warmup: 100, Batch: 0, Beta2: 0.95,
-	EvalEvery: 0, EvalBatches: 20, SampleChars: 120,
+	EvalEvery: 0, EvalBatches: 20, SampleChars: 120, Checkpoint: "none",
 }
 
 func init() {
@@ -103,7 +104,28 @@ func (c *gptConfig) setup(seed int64) (models.TrainConfig, *models.Dataset, erro
 	if err := tc.Validate(); err != nil {
 		return models.TrainConfig{}, nil, usageError("%v", err)
 	}
+	if tc.Steps, err = c.schedule(mc, seed); err != nil {
+		return models.TrainConfig{}, nil, err
+	}
 	return tc, data, nil
+}
+
+// schedule resolves --set checkpoint for the model mc (a budget is
+// searched on the chain of fresh parameters and a random batch: sizes and
+// times do not depend on the values).
+func (c *gptConfig) schedule(mc models.Config, seed int64) (*models.StepSchedule, error) {
+	if c.Checkpoint == "" {
+		c.Checkpoint = "none"
+	}
+	if _, err := parseCheckpoint(c.Checkpoint, mc.Layers); err != nil {
+		return nil, err
+	}
+	n := mc.Batch * mc.Block
+	idx, tgt := make([]int32, n), make([]int32, n)
+	for i := range idx {
+		idx[i], tgt[i] = int32(i%mc.Vocab), int32((i+1)%mc.Vocab)
+	}
+	return resolveCheckpoint(c.Checkpoint, mc, models.NewParams(mc, seed), mc.Batch, mc.Block, idx, tgt)
 }
 
 // maxBatch bounds --set batch: a batch beyond it needs more memory for the

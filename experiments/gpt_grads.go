@@ -12,11 +12,15 @@ import (
 func init() {
 	RegisterCommand(&Command{
 		Name:  "gpt grads",
-		Usage: "--model M --batch B --out O [--adamw-steps K]",
+		Usage: "--model M --batch B --out O [--adamw-steps K] [--seed N] [--set key=value ...]",
 		Short: "one forward and backward pass written in the layout of gpt_reference.py golden",
 		Long: "--out receives logits (B, T, V), loss [1] and grad.<name> for every parameter; with " +
 			"--adamw-steps K also after.<name> (the parameters after K AdamW steps on the batch) and " +
-			"adamw.losses [K]. Nothing is written unless everything succeeded, and the file is written atomically.",
+			"adamw.losses [K]. --set dropout=P turns dropout on (masks keyed by --seed and the step), " +
+			"--set checkpoint=POLICY builds the step with gradient checkpointing (none, every:K, sqrt, selective, " +
+			"budget:B) and --set rng=stateful draws the masks from a sequential generator restored around " +
+			"recomputations; every policy writes the same loss and gradients, to the bit. Nothing is written " +
+			"unless everything succeeded, and the file is written atomically.",
 		Setup: gptGradsCommand,
 	})
 }
@@ -26,12 +30,28 @@ func gptGradsCommand(fs *flag.FlagSet) Runner {
 	batchPath := fs.String("batch", "", "batch file `B`: idx and targets, I64 or I32, shape [batch, T]")
 	outPath := fs.String("out", "", "output safetensors file `O`")
 	steps := fs.Int("adamw-steps", 0, "AdamW steps `K` to run on the batch after the gradients (lr 1e-3)")
+	seed := fs.Int64("seed", 1, "seed `N` of the dropout masks")
+	var sets setFlag
+	fs.Var(&sets, "set", "`key=value`: dropout=P, checkpoint=POLICY, rng=stateless|stateful")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := noArgs("gpt grads", args); err != nil {
 			return err
 		}
-		return gptGrads(ctx, *modelPath, *batchPath, *outPath, *steps, stdout)
+		gc := gradsConfig{Checkpoint: "none", RNG: "stateless"}
+		if err := applySets(&gc, sets); err != nil {
+			return err
+		}
+		gc.Seed = *seed
+		return gptGrads(ctx, *modelPath, *batchPath, *outPath, *steps, gc, stdout)
 	}
+}
+
+// gradsConfig is what gpt grads' --set and --seed change.
+type gradsConfig struct {
+	Dropout    float64 `set:"dropout" help:"dropout probability"`
+	Checkpoint string  `set:"checkpoint" help:"gradient checkpointing policy: none, every:K, sqrt, selective, budget:B"`
+	RNG        string  `set:"rng" help:"dropout masks: stateless (counters) or stateful (a generator)"`
+	Seed       int64
 }
 
 // maxAdamWSteps bounds --adamw-steps.
@@ -41,8 +61,12 @@ const maxAdamWSteps = 10_000
 // model in modelPath on the batch in batchPath, written to outPath in the
 // layout of gpt_reference.py golden. Bad input, an unwritable outPath
 // included, is an error wrapping ErrUsage, found before any work.
-func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps int, stdout io.Writer) error {
+func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps int, gc gradsConfig, stdout io.Writer) error {
 	switch {
+	case !(gc.Dropout >= 0 && gc.Dropout < 1):
+		return usageError("gpt grads: --set dropout=%v: want in [0, 1)", gc.Dropout)
+	case gc.RNG != "stateless" && gc.RNG != "stateful":
+		return usageError("gpt grads: --set rng=%s: want stateless or stateful", gc.RNG)
 	case modelPath == "":
 		return usageError("gpt grads: --model is required")
 	case batchPath == "":
@@ -64,11 +88,29 @@ func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps i
 	if err != nil {
 		return usageError("gpt grads: --batch %s: %v", batchPath, err)
 	}
-	cfg.Batch = B
+	cfg.Batch, cfg.Dropout = B, gc.Dropout
+	if _, err := parseCheckpoint(gc.Checkpoint, cfg.Layers); err != nil {
+		return err
+	}
 	var out map[string]models.Tensor
 	var loss float32
-	err = untilInterrupted(ctx, func() (err error) {
-		out, loss, err = gradsOf(p, cfg, idx, tgt, B, T, steps)
+	err = untilInterrupted(ctx, func() error {
+		sched, err := resolveCheckpoint(gc.Checkpoint, cfg, p, B, T, idx, tgt)
+		if err != nil {
+			return err
+		}
+		var opts []models.ModelOption
+		if gc.RNG == "stateful" && sched == nil {
+			s := models.PlainStepSchedule(cfg)
+			sched = &s
+		}
+		if sched != nil {
+			opts = append(opts, models.WithStepSchedule(*sched))
+		}
+		if gc.RNG == "stateful" {
+			opts = append(opts, models.WithRNG(models.RNGOptions{Kind: models.Stateful, Preserve: true}))
+		}
+		out, loss, err = gradsOf(p, cfg, idx, tgt, B, T, steps, gc.Seed, opts...)
 		return err
 	})
 	if err != nil {
@@ -83,12 +125,13 @@ func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps i
 
 // gradsOf runs the pass (and the AdamW steps) and returns the tensors of
 // the output file and the loss.
-func gradsOf(p *models.Params, cfg models.Config, idx, tgt []int32, B, T, steps int) (map[string]models.Tensor, float32, error) {
-	m, err := models.NewModel(cfg, p, B, T, true)
+func gradsOf(p *models.Params, cfg models.Config, idx, tgt []int32, B, T, steps int, seed int64, opts ...models.ModelOption) (map[string]models.Tensor, float32, error) {
+	m, err := models.NewModel(cfg, p, B, T, true, opts...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("gpt grads: %w", err)
 	}
 	defer m.Close()
+	m.SetDropoutSeed(seed)
 	loss, err := m.Step(idx, tgt)
 	if err != nil {
 		return nil, 0, fmt.Errorf("gpt grads: %w", err)

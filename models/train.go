@@ -21,6 +21,10 @@ type TrainConfig struct {
 	Beta2       float64 // AdamW's second-moment decay in (0, 1); a trainer stores DefaultBeta2 for 0
 	GradClip    float64 // clip the global gradient norm to this; 0 disables
 	Seed        int64
+	// Steps, when set, builds the training step pass by pass (gradient
+	// checkpointing, WithStepSchedule): the same losses and gradients to
+	// the bit, another memory and time. It is not saved in checkpoints.
+	Steps *StepSchedule
 }
 
 // DefaultBeta2 is the reference's AdamW second-moment decay.
@@ -170,7 +174,11 @@ func (t *Trainer) ensureModel() error {
 		return nil
 	}
 	mc := t.Cfg.Model
-	m, err := NewModel(mc, t.Params, mc.Batch, mc.Block, true)
+	var opts []ModelOption
+	if t.Cfg.Steps != nil {
+		opts = append(opts, WithStepSchedule(*t.Cfg.Steps))
+	}
+	m, err := NewModel(mc, t.Params, mc.Batch, mc.Block, true, opts...)
 	if err != nil {
 		return err
 	}

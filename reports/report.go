@@ -158,6 +158,9 @@ func (v *Values) Set(k string, x any) {
 	v.vals[k] = x
 }
 
+// Has reports whether k is set.
+func (v Values) Has(k string) bool { _, ok := v.vals[k]; return ok }
+
 // Get returns the value for k.
 func (v Values) Get(k string) (any, bool) { x, ok := v.vals[k]; return x, ok }
 
