@@ -106,6 +106,10 @@ func runCheckpoint(ctx context.Context, cfg *checkpointConfig, opt Options) (*re
 	pareto := newParetoFigure()
 	allBitwise := true
 	var targets []string
+	main := cfg.Configs[len(cfg.Configs)-1] // the shape of the unprefixed metrics
+	if slices.Contains(cfg.Configs, "deep") {
+		main = "deep"
+	}
 	for _, name := range cfg.Configs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -120,7 +124,7 @@ func runCheckpoint(ctx context.Context, cfg *checkpointConfig, opt Options) (*re
 		allBitwise = allBitwise && res.bitwise
 		res.report(r, name)
 		pareto.add(name, res)
-		targets = append(targets, res.targets(r, name)...)
+		targets = append(targets, res.targets(r, name, main)...)
 	}
 	if err := checkpointChecks(r, cfg); err != nil {
 		return nil, err

@@ -157,10 +157,22 @@ func (res *ckShapeResult) row(name string) (ckRow, bool) {
 
 // targets checks the targets on the shapes they are set for (deep:
 // sqrt cuts the peak 2.5x at most 1.4x the time; long: selective 1.5x at
-// most 1.1x), sets the unprefixed metrics from them, and returns notes.
-func (res *ckShapeResult) targets(r *reports.Report, name string) []string {
+// most 1.1x), sets the unprefixed metrics when name is the main shape (the
+// deep one when it ran, else the last), and returns notes on missed
+// targets.
+func (res *ckShapeResult) targets(r *reports.Report, name, main string) []string {
 	none := res.rows[0]
 	var notes []string
+	if name == main {
+		r.Metric("peak_bytes_none", none.peak)
+		for _, pol := range []string{"sqrt", "selective"} {
+			if row, ok := res.row(pol); ok {
+				r.Metric("peak_bytes_"+pol, row.peak)
+				r.Metric("step_time_ratio_"+pol, row.ms/none.ms)
+				r.Metric("recompute_flops_share_"+pol, row.recompute)
+			}
+		}
+	}
 	for _, tg := range []struct {
 		shape, policy string
 		cut, slow     float64
@@ -168,12 +180,6 @@ func (res *ckShapeResult) targets(r *reports.Report, name string) []string {
 		row, ok := res.row(tg.policy)
 		if !ok {
 			continue
-		}
-		if name == tg.shape || !r.Metrics.Has("peak_bytes_"+tg.policy) {
-			r.Metric("peak_bytes_none", none.peak)
-			r.Metric("peak_bytes_"+tg.policy, row.peak)
-			r.Metric("step_time_ratio_"+tg.policy, row.ms/none.ms)
-			r.Metric("recompute_flops_share_"+tg.policy, row.recompute)
 		}
 		if name != tg.shape {
 			continue
