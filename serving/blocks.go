@@ -3,6 +3,7 @@ package serving
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // This file is the paged KV cache's block manager (PagedAttention): a
@@ -328,7 +329,7 @@ func (m *Blocks) seal(s *Seq, j int) {
 	b := &m.meta[id]
 	b.hash, b.parent, b.hashed = h, parent, true
 	if other, ok := m.cache[h]; ok {
-		if m.meta[other].parent == parent && equalTokens(m.tok[int(other)*size:int(other)*size+size], content) {
+		if m.meta[other].parent == parent && slices.Equal(m.tok[int(other)*size:int(other)*size+size], content) {
 			m.pin(other)
 			s.Table[j] = other
 			b.hashed = false // never cached: release returns it to the free list
@@ -376,7 +377,7 @@ func (m *Blocks) Lookup(s *Seq, mt *Match) {
 		}
 		if n == size {
 			h := chainHash(parent, buf)
-			if id, ok := m.cache[h]; ok && m.meta[id].parent == parent && equalTokens(m.tok[int(id)*size:int(id)*size+size], buf) {
+			if id, ok := m.cache[h]; ok && m.meta[id].parent == parent && slices.Equal(m.tok[int(id)*size:int(id)*size+size], buf) {
 				mt.Full = append(mt.Full, id)
 				if m.meta[id].ref == 0 {
 					mt.Cost++
@@ -589,18 +590,6 @@ func chainHash(parent uint64, toks []int32) uint64 {
 
 func partialKey(parent uint64, first int32) uint64 {
 	return mix64(parent ^ uint64(uint32(first))*0x9e3779b97f4a7c15)
-}
-
-func equalTokens(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func commonPrefix(a, b []int32) int {
