@@ -93,6 +93,10 @@ type Blocks struct {
 	hostUsed   int
 	scratch    []int32
 	stats      BlockStats
+	// the checker's scratch, kept between checks
+	checkRefs   []int32
+	checkLister []int
+	checkSeen   []bool
 }
 
 // NewBlocks makes a block manager with every block free.

@@ -28,8 +28,13 @@ func broken(format string, args ...any) error {
 // With no sequences given, every block must be free or cached: nothing leaks.
 func (m *Blocks) Check(seqs []*Seq) error {
 	size := m.cfg.Size
-	refs := make([]int32, len(m.meta))
-	lister := make([]int, len(m.meta)) // 1 + the index of the last sequence listing the block
+	if len(m.checkRefs) != len(m.meta) {
+		m.checkRefs, m.checkLister, m.checkSeen = make([]int32, len(m.meta)), make([]int, len(m.meta)), make([]bool, len(m.meta))
+	}
+	refs, lister, seen := m.checkRefs, m.checkLister, m.checkSeen // lister: 1 + the last sequence listing the block
+	clear(refs)
+	clear(lister)
+	clear(seen)
 	for si, s := range seqs {
 		if s.State.Ended() {
 			return broken("request %d is %s but still listed", s.Req.ID, s.State)
@@ -73,15 +78,18 @@ func (m *Blocks) Check(seqs []*Seq) error {
 			}
 		}
 	}
-	used, filled, hostUsed := 0, 0, 0
+	used, filled, hostUsed, cached := 0, 0, 0, 0
 	for i := range m.meta {
 		b := &m.meta[i]
 		id := BlockID(i)
 		if b.ref != refs[i] {
 			return broken("block %d has %d references, %d tables list it", i, b.ref, refs[i])
 		}
-		if entry, ok := m.cache[b.hash]; b.cached && (m.onHost(id) || !b.hashed || int(b.filled) != size || !ok || entry != id) {
-			return broken("cached block %d: host %v, hashed %v, filled %d, cache entry %d (present %v)", i, m.onHost(id), b.hashed, b.filled, entry, ok)
+		if b.cached {
+			cached++
+			if entry, ok := m.cache[b.hash]; m.onHost(id) || !b.hashed || int(b.filled) != size || !ok || entry != id {
+				return broken("cached block %d: host %v, hashed %v, filled %d, cache entry %d (present %v)", i, m.onHost(id), b.hashed, b.filled, entry, ok)
+			}
 		}
 		if b.ref > 0 {
 			if m.onHost(id) {
@@ -92,15 +100,14 @@ func (m *Blocks) Check(seqs []*Seq) error {
 			}
 		}
 	}
-	for h, id := range m.cache {
-		if !m.meta[id].cached || m.meta[id].hash != h {
-			return broken("cache entry %x names block %d, which is not cached under it", h, id)
-		}
+	// Every cached block is its hash's entry; as many entries as cached
+	// blocks means the cache names no other block.
+	if cached != len(m.cache) {
+		return broken("%d cached blocks, %d cache entries", cached, len(m.cache))
 	}
 	if used != m.used || filled != m.usedFilled || hostUsed != m.hostUsed {
 		return broken("counters: used %d (counted %d), written slots %d (counted %d), host %d (counted %d)", m.used, used, m.usedFilled, filled, m.hostUsed, hostUsed)
 	}
-	seen := make([]bool, len(m.meta))
 	for _, id := range m.free {
 		if seen[id] || m.onHost(id) || m.meta[id].ref != 0 || m.meta[id].cached {
 			return broken("free list: block %d (ref %d, cached %v, listed before %v)", id, m.meta[id].ref, m.meta[id].cached, seen[id])
