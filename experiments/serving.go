@@ -89,7 +89,7 @@ func runServing(ctx context.Context, cfg *servingConfig, opt Options) (*reports.
 		func() (err error) { sweep, err = lab.sweep(ctx, r); return err },
 		func() error { return lab.waste(ctx, r, sweep) },
 		func() error { return lab.prefix(ctx, r, sweep) },
-		func() error { return lab.preemption(ctx, r) },
+		func() error { return lab.preemption(ctx, r, sweep) },
 		func() error { return lab.trace(ctx, r) },
 		func() error { return lab.speed(ctx, r) },
 	}
@@ -392,7 +392,7 @@ func (lab *servingLab) sweep(ctx context.Context, r *reports.Report) (*servingSw
 	sw := &servingSweep{budgets: cfg.Budgets, ref: len(cfg.Budgets) / 2}
 	t := r.AddTable(fmt.Sprintf("Fixed (best batch size) against continuous batching, %d requests a run", cfg.Requests),
 		reports.Int("KV blocks"), reports.Float("rate (req/s)", 2), reports.Int("fixed batch"),
-		reports.Float("fixed goodput", 2), reports.Float("cont. goodput", 2), reports.Ratio("cont. / fixed"),
+		reports.Float("fixed goodput", 2), reports.Float("cont. goodput", 2), reports.Float("cont. / fixed", 1),
 		reports.Float("fixed thru", 2), reports.Float("cont. thru", 2), reports.Float("cont. TTFT p90 (s)", 2),
 		reports.Int("preempt"))
 	for _, budget := range cfg.Budgets {
@@ -575,9 +575,18 @@ func (lab *servingLab) prefix(ctx context.Context, r *reports.Report, sw *servin
 	return nil
 }
 
-func (lab *servingLab) preemption(ctx context.Context, r *reports.Report) error {
-	budget := max(slices.Min(lab.cfg.Budgets)/2, 2) // half the smallest budget at the highest rate: overload
-	rate := slices.Max(lab.cfg.Rates)
+// preemption compares the preemption modes on the smallest budget at the
+// lowest rate where the sweep saw continuous batching preempt, or on half
+// that budget at the highest rate when it never did.
+func (lab *servingLab) preemption(ctx context.Context, r *reports.Report, sw *servingSweep) error {
+	small := slices.Index(sw.budgets, slices.Min(sw.budgets))
+	budget, rate := max(sw.budgets[small]/2, 2), slices.Max(lab.cfg.Rates)
+	for _, p := range sw.points[small] {
+		if p.continuous.res.Sched.Preemptions > 0 {
+			budget, rate = sw.budgets[small], p.rate
+			break
+		}
+	}
 	reqs := lab.workload(lab.cfg.Requests, rate, false)
 	chunk := max(lab.cfg.MaxTokens/4, 1)
 	t := r.AddTable(fmt.Sprintf("Preemption under overload (continuous, %g req/s, %d blocks)", rate, budget),
