@@ -136,14 +136,16 @@ func newServingLab(cfg *servingConfig, opt Options) (*servingLab, error) {
 		return nil, usageError("--set cancel-frac=%g cancel-after=%v: want a fraction and a positive time", cfg.CancelFrac, cfg.CancelAfter)
 	case cfg.SLOTTFT <= 0 || cfg.SLOTPOT <= 0:
 		return nil, usageError("--set slo-ttft=%v slo-tpot=%v: want positive limits", cfg.SLOTTFT, cfg.SLOTPOT)
-	case cfg.MaxSeqs < 1 || cfg.MaxTokens < 1:
-		return nil, usageError("--set max-seqs=%d max-tokens=%d: want at least 1", cfg.MaxSeqs, cfg.MaxTokens)
+	case slices.Max(cfg.Budgets)*cfg.BlockSize > 1<<26:
+		return nil, usageError("--set budgets=%v block-size=%d: more than 2^26 token slots", cfg.Budgets, cfg.BlockSize)
+	case cfg.MaxSeqs < 1 || cfg.MaxSeqs > 1<<16 || cfg.MaxTokens < 1 || cfg.MaxTokens > 1<<20:
+		return nil, usageError("--set max-seqs=%d max-tokens=%d: want 1 to 65536 sequences and 1 to 1048576 tokens", cfg.MaxSeqs, cfg.MaxTokens)
 	case cfg.MaxLen < 1 || cfg.MaxLen > 1<<20:
 		return nil, usageError("--set max-len=%d: want 1 to 1048576", cfg.MaxLen)
-	case cfg.Groups < 1 || cfg.PrefixLen < 1 || cfg.PrefixLen > 1<<16:
-		return nil, usageError("--set groups=%d prefix-len=%d: want at least one group and a prefix of 1 to 65536 tokens", cfg.Groups, cfg.PrefixLen)
-	case cfg.SimRequests < 1000 || cfg.SimRequests > 10_000_000:
-		return nil, usageError("--set sim-requests=%d: want 1000 to 10000000", cfg.SimRequests)
+	case cfg.Groups < 1 || cfg.Groups > 1_000_000 || cfg.PrefixLen < 1 || cfg.PrefixLen > 1<<16:
+		return nil, usageError("--set groups=%d prefix-len=%d: want 1 to 1000000 groups and a prefix of 1 to 65536 tokens", cfg.Groups, cfg.PrefixLen)
+	case cfg.SimRequests < 1000 || cfg.SimRequests > 2_000_000:
+		return nil, usageError("--set sim-requests=%d: want 1000 to 2000000", cfg.SimRequests)
 	}
 	lab := &servingLab{cfg: cfg, seed: uint64(opt.Seed),
 		slo: serving.SLO{TTFT: cfg.SLOTTFT.Seconds(), TPOT: cfg.SLOTPOT.Seconds()}}

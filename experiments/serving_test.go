@@ -172,8 +172,9 @@ func TestServingTrace(t *testing.T) {
 
 func TestServingRejectsBadSettings(t *testing.T) {
 	for _, set := range []string{"prompt=normal:3", "output=fixed:0", "rates=0", "budgets=1", "batches=", "block-size=0",
-		"slo-ttft=0s", "cv=0", "max-len=100", "requests=5", "cancel-frac=2", "trace=/nonexistent/trace.csv"} {
-		if _, err := runServingForTest(t, set); !errors.Is(err, ErrUsage) {
+		"slo-ttft=0s", "cv=0", "max-len=100", "requests=5", "cancel-frac=2", "trace=/nonexistent/trace.csv",
+		"budgets=100000,1024", "sim-requests=100000000"} {
+		if _, err := runServingForTest(t, "block-size=1024", set); !errors.Is(err, ErrUsage) {
 			t.Errorf("--set %s: %v, want a usage error", set, err)
 		}
 	}
