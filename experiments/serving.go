@@ -337,7 +337,7 @@ func (lab *servingLab) handExample(ctx context.Context, r *reports.Report) error
 	ok := sum.Completed == 3 && same(ttft, recTTFT) && same(e2e, recE2E)
 	r.Check("example: the recorder's TTFT and E2E are the timeline's", ok, "3 requests; TTFT mean %.1f ms, E2E mean %.1f ms", 1e3*sum.TTFT.Mean, 1e3*sum.E2E.Mean)
 	r.Check("example: one preemption, recomputed", res.Sched.Preemptions == 1 && res.Sched.Recomputed == 5,
-		"%d preemptions, %d tokens recomputed (C's prompt of 5)", res.Sched.Preemptions, res.Sched.Recomputed)
+		"preemptions %d, tokens recomputed %d (want 1 and C's prompt of 5)", res.Sched.Preemptions, res.Sched.Recomputed)
 	return nil
 }
 
