@@ -55,7 +55,7 @@ func TestMainExitStatus(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, "frobnicate"},
 		{"run without a lab", []string{"run"}, 2, "name a lab"},
 		{"unknown lab", []string{"run", "nope"}, 2, "nope"},
-		{"lab not built", []string{"run", "serving"}, 2, "not built yet"},
+		{"lab not built", []string{"run", "serving-engine"}, 2, "not built yet"},
 		{"passing run", []string{"run", "test-probe"}, 0, ""},
 		{"failing check", []string{"run", "test-probe", "--set", "fail=true"}, 1, ""},
 		{"unknown key", []string{"run", "test-probe", "--set", "colour=red"}, 2, "colour"},

@@ -89,7 +89,7 @@ func TestHelp(t *testing.T) {
 		want{[]string{"help", "bench"}, []string{"gptlab bench train"}},
 		want{[]string{"bench", "--help"}, []string{"gptlab bench train"}},
 		want{[]string{"help", "arena"}, []string{"configs", "tiny,small,baby", "tiny,small"}},
-		want{[]string{"help", "serving"}, []string{"not built yet"}},
+		want{[]string{"help", "serving-engine"}, []string{"not built yet"}},
 		want{[]string{"list"}, []string{"gpt", "serving-engine", "(not built yet)"}},
 	)
 	for _, tc := range tests {
