@@ -149,7 +149,7 @@ func (n *net) attention(h *G.Node, l int) *G.Node {
 	} else {
 		c := n.attnScores(attnCore{layer: l, q: qkv[0], k: qkv[1], scale: 1 / math.Sqrt(float64(n.cfg.HeadSize()))})
 		n.cores = append(n.cores, c)
-		y = n.do(func() (*G.Node, error) { return arena.MatMul(c.dropped, qkv[2], false, false) }) // (B*H, T, hs)
+		y = n.do(func() (*G.Node, error) { return CausalApply(c.dropped, qkv[2]) }) // (B*H, T, hs)
 	}
 	y = n.do(func() (*G.Node, error) { return MergeHeads(y, B, T, H) }) // (B*T, C)
 	y = n.linear(y, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias"))
@@ -160,8 +160,8 @@ func (n *net) attention(h *G.Node, l int) *G.Node {
 // softmax of scores/√hs, dropout (with a new mask input unless c.mask is
 // set: a recomputation passes the first pass's mask).
 func (n *net) attnScores(c attnCore) attnCore {
-	c.scores = n.do(func() (*G.Node, error) { return arena.MatMul(c.q, c.k, false, true) }) // (B*H, T, T)
-	c.probs = n.do(func() (*G.Node, error) { return CausalSoftmax(c.scores, c.scale) })     // (B*H, T, T)
+	c.scores = n.do(func() (*G.Node, error) { return CausalScores(c.q, c.k) })          // (B*H, T, T), zero above the diagonal
+	c.probs = n.do(func() (*G.Node, error) { return CausalSoftmax(c.scores, c.scale) }) // (B*H, T, T)
 	c.dropped = c.probs
 	switch {
 	case c.mask != nil:

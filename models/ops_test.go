@@ -30,6 +30,8 @@ func opCases() []opCase {
 		{"GELU", [][]int{{4, 5}}, []float64{3}, func(in []*G.Node) (*G.Node, error) { return GELU(in[0]) }},
 		{"GELU tails", [][]int{{2, 5}}, []float64{12}, func(in []*G.Node) (*G.Node, error) { return GELU(in[0]) }},
 		{"CausalSoftmax", [][]int{{2, 4, 4}}, []float64{2}, func(in []*G.Node) (*G.Node, error) { return CausalSoftmax(in[0], 0.7) }},
+		{"CausalScores", [][]int{{2, 5, 3}, {2, 5, 3}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalScores(in[0], in[1]) }},
+		{"CausalApply", [][]int{{2, 5, 5}, {2, 5, 3}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalApply(in[0], in[1]) }},
 		{"SplitHeads", [][]int{{6, 4}}, nil, func(in []*G.Node) (*G.Node, error) { return SplitHeads(in[0], 2, 3, 2) }},
 		{"MergeHeads", [][]int{{4, 3, 2}}, nil, func(in []*G.Node) (*G.Node, error) { return MergeHeads(in[0], 2, 3, 2) }},
 		{"CrossEntropy", [][]int{{6, 5}}, []float64{2}, func(in []*G.Node) (*G.Node, error) {

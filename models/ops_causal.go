@@ -1,0 +1,233 @@
+package models
+
+import (
+	"fmt"
+	"hash"
+
+	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/internal/par"
+	"gptlab/planner/arena"
+)
+
+// Causal attention's products touch a lower triangle: the scores q·kᵀ are
+// read by the causal softmax on and below the diagonal only, and the
+// probabilities p that multiply v are zero above it. These ops compute
+// only what is needed, by blocks of causalRows rows, for every item of a
+// batch (B*H heads):
+//
+//	CausalScores(a, b)  = a·bᵀ on and below the diagonal, zero above: (N, T, d), (N, T, d) -> (N, T, T)
+//	CausalApply(l, m)   = l·m with l lower triangular:                 (N, T, T), (N, T, d) -> (N, T, d)
+//	causalApplyT(l, m)  = lᵀ·m with l lower triangular:                (N, T, T), (N, T, d) -> (N, T, d)
+//
+// about half the work of the full products (and of arena.MatMul). Their
+// gradients are each other: for s = CausalScores(q, k), dq = CausalApply(ds,
+// k) and dk = causalApplyT(ds, q) (ds is lower triangular too); for y =
+// CausalApply(p, v), dp = CausalScores(dy, v) (only its lower triangle is
+// read) and dv = causalApplyT(p, dy).
+const causalRows = 64
+
+// CausalScores is a·bᵀ on and below the diagonal of each (T, T) item.
+func CausalScores(a, b *G.Node) (*G.Node, error) {
+	return G.ApplyOp(causalOp{kind: causalScores}, a, b)
+}
+
+// CausalApply is l·m for lower-triangular items l. Its gradient with
+// respect to l is the lower triangle only (the upper entries are not
+// variables: they are zero by construction, as a causal softmax's are).
+func CausalApply(l, m *G.Node) (*G.Node, error) { return G.ApplyOp(causalOp{kind: causalApply}, l, m) }
+
+type causalKind int
+
+const (
+	causalScores causalKind = iota
+	causalApply
+	causalApplyT
+)
+
+type causalOp struct {
+	opBase
+	kind causalKind
+}
+
+func (op causalOp) Arity() int { return 2 }
+func (op causalOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(tt(3, a), tt(3, a), tt(3, a))
+}
+
+func (op causalOp) check(in []tensor.Shape) (tensor.Shape, error) {
+	x, y := in[0], in[1]
+	if x.Dims() != 3 || y.Dims() != 3 || x[0] != y[0] || x[1] != y[1] {
+		return nil, fmt.Errorf("%v: shapes %v and %v, want (N, T, ·) and (N, T, ·)", op, x, y)
+	}
+	if op.kind == causalScores {
+		if x[2] != y[2] {
+			return nil, fmt.Errorf("%v: shapes %v and %v, want (N, T, d) twice", op, x, y)
+		}
+		return tensor.Shape{x[0], x[1], x[1]}, nil
+	}
+	if x[2] != x[1] {
+		return nil, fmt.Errorf("%v: shapes %v and %v, want (N, T, T) and (N, T, d)", op, x, y)
+	}
+	return y.Clone(), nil
+}
+
+func (op causalOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) { return op.check(shapesOf(in)) }
+func (op causalOp) Do(in ...G.Value) (G.Value, error) {
+	s, err := op.check(valueShapes(in))
+	if err != nil {
+		return nil, err
+	}
+	return op.UsePreallocDo(newLike(in[0], s), in...)
+}
+func (op causalOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
+	s, err := op.check(valueShapes(in))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSameDtype(op.String(), in...); err != nil {
+		return nil, err
+	}
+	o, err := checkPrealloc(op.String(), out, s, in[0].Dtype())
+	if err != nil {
+		return nil, err
+	}
+	if y, ok := o.Data().([]float64); ok {
+		op.reference(y, in[0].Data().([]float64), in[1].Data().([]float64), s, in[0].Shape())
+		return o, nil
+	}
+	return runFloat32(op, op.String(), o, in)
+}
+
+// BindKernel implements arena.Kernel.
+func (op causalOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
+	}
+	if err := checkF32(op.String(), out, in[0], in[1]); err != nil {
+		return nil, err
+	}
+	s, err := op.check(shapesOfBufs(in))
+	if err != nil {
+		return nil, err
+	}
+	if !out.Shape.Eq(s) {
+		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
+	}
+	N, T := in[0].Shape[0], in[0].Shape[1]
+	d := in[1].Shape[2]
+	x, y, z := in[0].F32, in[1].F32, out.F32
+	nx, ny, nz := in[0].Shape[1]*in[0].Shape[2], T*d, s[1]*s[2]
+	impl := tensor.WhichBLAS()
+	// tris[i] is item i's copy of a diagonal block with its upper part
+	// zeroed, so that l's entries above the diagonal are never read (the
+	// products are exact for any l, not just one that is triangular).
+	tris := make([]float32, N*causalRows*causalRows)
+	item := func(a, b, c, tri []float32) {
+		for r0 := 0; r0 < T; r0 += causalRows {
+			r1 := min(r0+causalRows, T)
+			w := r1 - r0
+			if op.kind != causalScores {
+				for i := range w { // the diagonal block of l, lower triangle only
+					row := tri[i*w : (i+1)*w]
+					copy(row[:i+1], a[(r0+i)*T+r0:(r0+i)*T+r0+i+1])
+					clear(row[i+1:])
+				}
+			}
+			switch op.kind {
+			case causalScores: // rows r0..r1 of a·bᵀ up to column r1, then zero above the diagonal
+				dd := in[0].Shape[2]
+				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, dd, 1, a[r0*dd:], dd, b, dd, 0, c[r0*T:], T)
+				for i := r0; i < r1; i++ {
+					clear(c[i*T+i+1 : (i+1)*T])
+				}
+			case causalApply: // rows r0..r1 of l·m: l's columns before r0, then its diagonal block
+				beta := float32(0)
+				if r0 > 0 {
+					impl.Sgemm(blas.NoTrans, blas.NoTrans, w, d, r0, 1, a[r0*T:], T, b, d, 0, c[r0*d:], d)
+					beta = 1
+				}
+				impl.Sgemm(blas.NoTrans, blas.NoTrans, w, d, w, 1, tri, w, b[r0*d:], d, beta, c[r0*d:], d)
+			case causalApplyT: // rows r0..r1 of lᵀ·m: l's diagonal block, then its rows from r1 on
+				impl.Sgemm(blas.Trans, blas.NoTrans, w, d, w, 1, tri, w, b[r0*d:], d, 0, c[r0*d:], d)
+				if r1 < T {
+					impl.Sgemm(blas.Trans, blas.NoTrans, w, d, T-r1, 1, a[r1*T+r0:], T, b[r1*d:], d, 1, c[r0*d:], d)
+				}
+			}
+		}
+	}
+	return par.New(N, nx+ny+nz, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			item(x[i*nx:(i+1)*nx], y[i*ny:(i+1)*ny], z[i*nz:(i+1)*nz], tris[i*causalRows*causalRows:(i+1)*causalRows*causalRows])
+		}
+	}).Run, nil
+}
+
+// reference is the float64 product by its definition, in full.
+func (op causalOp) reference(z, x, y []float64, out, xs tensor.Shape) {
+	N, T := out[0], out[1]
+	cols := out[2]
+	for n := 0; n < N; n++ {
+		for i := 0; i < T; i++ {
+			for j := 0; j < cols; j++ {
+				s := 0.0
+				switch op.kind {
+				case causalScores:
+					if j > i {
+						break
+					}
+					d := xs[2]
+					for k := 0; k < d; k++ {
+						s += x[(n*T+i)*d+k] * y[(n*T+j)*d+k]
+					}
+				case causalApply:
+					for k := 0; k <= i; k++ {
+						s += x[(n*T+i)*T+k] * y[(n*T+k)*cols+j]
+					}
+				case causalApplyT:
+					for k := i; k < T; k++ {
+						s += x[(n*T+k)*T+i] * y[(n*T+k)*cols+j]
+					}
+				}
+				z[(n*T+i)*cols+j] = s
+			}
+		}
+	}
+}
+
+func (op causalOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op causalOp) Hashcode() uint32      { return hashOf(op) }
+func (op causalOp) String() string {
+	return [...]string{"CausalScores", "CausalApply", "CausalApplyT"}[op.kind]
+}
+func (op causalOp) DiffWRT(n int) []bool {
+	return []bool{op.kind != causalApplyT, op.kind != causalApplyT}
+}
+
+// SymDiff: see the comment at causalRows.
+func (op causalOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
+	apply := func(kind causalKind, a, b *G.Node) (*G.Node, error) { return G.ApplyOp(causalOp{kind: kind}, a, b) }
+	var d0, d1 *G.Node
+	var err error
+	switch op.kind {
+	case causalScores:
+		if d0, err = apply(causalApply, grad, in[1]); err == nil {
+			d1, err = apply(causalApplyT, grad, in[0])
+		}
+	case causalApply:
+		if d0, err = apply(causalScores, grad, in[1]); err == nil {
+			d1, err = apply(causalApplyT, in[0], grad)
+		}
+	default:
+		return nil, fmt.Errorf("%v is not differentiable", op)
+	}
+	return G.Nodes{d0, d1}, err
+}
