@@ -414,19 +414,7 @@ func lossPlot(tr *models.Trainer) (*plot.Plot, error) {
 	p.Title.Text = "GPT loss"
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = "loss (nats/char)"
-	n := len(tr.Losses)
-	win := max(1, n/50)
-	train := make(plotter.XYs, 0, n)
-	sum := 0.0
-	for i, l := range tr.Losses {
-		sum += float64(l)
-		if i >= win {
-			sum -= float64(tr.Losses[i-win])
-		}
-		if i+1 >= win {
-			train = append(train, plotter.XY{X: float64(i + 1), Y: sum / float64(win)})
-		}
-	}
+	train, win := movingAverage(tr.Losses)
 	val := make(plotter.XYs, len(tr.History))
 	for i, pt := range tr.History {
 		val[i] = plotter.XY{X: float64(pt.Step), Y: pt.Val}
@@ -470,6 +458,24 @@ func lossPlot(tr *models.Trainer) (*plot.Plot, error) {
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	return p, nil
+}
+
+// movingAverage is the mean of every win consecutive losses (win = a 50th
+// of the run, at least 1), at the step that ends each window.
+func movingAverage(losses []float32) (xy plotter.XYs, win int) {
+	win = max(1, len(losses)/50)
+	xy = make(plotter.XYs, 0, len(losses))
+	sum := 0.0
+	for i, l := range losses {
+		sum += float64(l)
+		if i >= win {
+			sum -= float64(losses[i-win])
+		}
+		if i+1 >= win {
+			xy = append(xy, plotter.XY{X: float64(i + 1), Y: sum / float64(win)})
+		}
+	}
+	return xy, win
 }
 
 func gptMedian(ds []time.Duration) time.Duration {
