@@ -169,7 +169,8 @@ func trainPolicies(ctx context.Context, tc models.TrainConfig, data *models.Data
 		if p := f32.History[len(f32.History)-1]; p.Step == step {
 			bar.eval(step, p.Train, p.Val)
 		}
-		bar.step(step, float64(f32.Losses[step-1]), 0, time.Since(t0)/time.Duration(step)*time.Duration(tc.Iters-step))
+		tokens := float64(len(runs) * step * tc.Model.Batch * tc.Model.Block) // every policy's
+		bar.step(step, float64(f32.Losses[step-1]), tokens/time.Since(t0).Seconds(), time.Since(t0)/time.Duration(step)*time.Duration(tc.Iters-step))
 	}
 	for _, r := range runs {
 		r.under.Active = false
