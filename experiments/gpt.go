@@ -113,6 +113,9 @@ func (c *gptConfig) setup(seed int64) (models.TrainConfig, *models.Dataset, erro
 	if tc.Steps, err = c.schedule(mc, seed); err != nil {
 		return models.TrainConfig{}, nil, err
 	}
+	if tc.Steps != nil && c.Precision != "f32" {
+		return models.TrainConfig{}, nil, usageError("--set precision=%s with --set checkpoint=%s: mixed precision and gradient checkpointing do not combine yet; drop one", c.Precision, c.Checkpoint)
+	}
 	return tc, data, nil
 }
 

@@ -18,8 +18,9 @@ import (
 //   - every op output of the forward is cast down to the storage format
 //     where it is produced (a 2-byte buffer in the arena), and the ops that
 //     read it read its cast back up: a float32 temporary that dies with its
-//     last forward reader. The loss alone is not cast (it is the step's
-//     float32 output).
+//     last forward reader. A linear layer's x·Wᵀ + b counts as one op (as
+//     torch's addmm), rounded once after the bias; the loss is not cast
+//     (it is the step's float32 output).
 //   - the weights a matrix product reads (the linear layers' and the tied
 //     head's) are cast down from the float32 master weights once per step,
 //     and the products read their cast back up; so every GEMM input is
@@ -28,9 +29,9 @@ import (
 //   - the backward reads no float32 forward value: where an op's backward
 //     needs a forward value (a product's operands, GELU's input and
 //     output, the softmax's probabilities, LayerNorm's input, the logits),
-//     BackwardReading hands it a cast up of the 16-bit copy made just
-//     before the op that reads it, so what the forward keeps for the
-//     backward is 16-bit.
+//     BackwardReading hands it a cast up of the 16-bit copy, a node of the
+//     backward that the schedule places shortly before its reader, so what
+//     the forward keeps for the backward is 16-bit.
 //   - gradients cross each op boundary in the storage format: the cast's
 //     derivative is the cast the other way, so the gradient of every
 //     stored value is rounded to 16 bits (this is where fp16's small

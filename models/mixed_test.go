@@ -343,6 +343,11 @@ func TestPrecisionRefused(t *testing.T) {
 	if err := tc.Validate(); !errors.Is(err, ErrConfig) || !errors.Is(err, precision.ErrUnknownPolicy) {
 		t.Errorf("Validate(precision fp8) = %v, want ErrConfig and ErrUnknownPolicy", err)
 	}
+	sched := PlainStepSchedule(cfg)
+	tc.Precision, tc.Steps = "bf16", &sched
+	if err := tc.Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("Validate(bf16 with a step schedule) = %v, want ErrConfig", err)
+	}
 }
 
 // TestMixedStepAllocatesNothing: the casts run as kernels bound to the

@@ -83,7 +83,10 @@ func (c TrainConfig) Validate() error {
 	case !(c.GradClip >= 0) || math.IsInf(c.GradClip, 0):
 		return fmt.Errorf("%w: grad-clip = %v, want >= 0 (0: no clipping)", ErrConfig, c.GradClip)
 	}
-	_, err := c.Policy()
+	p, err := c.Policy()
+	if err == nil && p.Mixed() && c.Steps != nil {
+		err = fmt.Errorf("%w: precision %s with a step schedule: not supported", ErrConfig, p.Name)
+	}
 	return err
 }
 
