@@ -11,9 +11,10 @@ import (
 	"gptlab/precision"
 )
 
-// Mixed-precision training, in the graph. Under a policy whose storage
-// format is 16-bit (bf16 or fp16), the GPT's graph is the float32 graph
-// with arena.Cast ops at its op boundaries:
+// WithPrecision builds the graph under a precision policy: mixed-precision
+// training in the graph. Under a policy whose storage format is 16-bit
+// (bf16 or fp16), the GPT's graph is the float32 graph with arena.Cast ops
+// at its op boundaries:
 //
 //   - every op output of the forward is cast down to the storage format
 //     where it is produced (a 2-byte buffer in the arena), and the ops that
@@ -42,9 +43,9 @@ import (
 // What stays float32, and why: every op computes in float32 (with float64
 // row sums where the f32 ops have them) on inputs cast up, so the
 // reductions where a 16-bit format is known to fail are never made in it:
-// the softmax's max, exponentials and row sums (the exponentials of a
-// row add up to about 1 while its terms fall to 1e-5 and below: bf16's 8
-// significant bits would lose most of them), LayerNorm's mean and
+// the softmax's max, exponentials and row sums (a row's exponentials add
+// up to about 1, and a bf16 sum near 1, with 8 significant bits, drops
+// every term below 2^-9 whole), LayerNorm's mean and
 // variance (a variance from E[x²]−E[x]² in 16 bits cancels
 // catastrophically), the cross-entropy's log-sum-exp and the mean over
 // B*T tokens (the loss, and its gradient 1/N per token, below fp16's
@@ -56,15 +57,12 @@ import (
 // operand, as under torch.autocast). The master weights and AdamW's
 // moments are float32 (Trainer).
 //
-// The f32 policy builds exactly the float32 graph (no cast at all), so
-// its step is bitwise the plain model's.
-
-// WithPrecision builds the graph under a precision policy (see above).
-// The f32 policy (and the zero Policy) changes nothing. A policy must keep
-// its gradients in its activations' format (the casts carry both), read
-// its weights in that format or in float32, and accumulate and keep its
-// master weights in float32. It cannot be combined with a step schedule
-// (WithStepSchedule).
+// The f32 policy (and the zero Policy) builds exactly the float32 graph,
+// no cast at all, so its step is bitwise the plain model's. A policy must
+// keep its gradients in its activations' format (the casts carry both),
+// read its weights in that format or in float32, and accumulate and keep
+// its master weights in float32. It cannot be combined with a step
+// schedule (WithStepSchedule).
 func WithPrecision(p precision.Policy) ModelOption {
 	return func(o *modelOptions) { o.precision = p }
 }

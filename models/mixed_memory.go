@@ -22,8 +22,9 @@ type StepMemory struct {
 	// kept would count here too). The weights' 16-bit copies are not in
 	// it (WeightCopies).
 	Saved int64
-	// SavedRun is the same values' storage as the arena binds it for the run: the
-	// bytes of their typed buffers (2 an element for bf16 and fp16).
+	// SavedRun is the same values' storage as the arena binds it for the
+	// run: the bytes of their typed buffers (2 an element for bf16 and
+	// fp16).
 	SavedRun int64
 	// Saved16 is the part of SavedRun in 16-bit buffers.
 	Saved16 int64

@@ -65,7 +65,9 @@ func (op gemm16Op) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
 }
 
 // gemm16Scratch holds the bf16 copies of one product's operands, reused
-// across calls (a warm call allocates nothing).
+// across calls (a warm call allocates nothing). They live outside the
+// planned arena: the speed path's conversion buffers, as large as the
+// largest product's operands.
 var gemm16Scratch = sync.Pool{New: func() any { return new([2][]uint16) }}
 
 func (op gemm16Op) bind(out arena.Buf, in []arena.Buf) (func(), error) {
