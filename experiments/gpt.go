@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/reports"
 )
 
@@ -45,6 +46,7 @@ type gptConfig struct {
 	SampleChars int     `set:"sample-chars" help:"characters sampled from the model for the report"`
 	Target      float64 `set:"target" help:"val loss to reach: report the training time until the first validation at or below it (0: none)"`
 	Checkpoint  string  `set:"checkpoint" help:"gradient checkpointing: none, every:K, sqrt, selective or budget:B (same losses, less memory)"`
+	Precision   string  `set:"precision" help:"precision policy: f32, bf16, fp16 (dynamic loss scaling) or fp16-noscale"`
 }
 
 // gptDefaults: small learns the embedded corpus to within about a tenth of
@@ -52,7 +54,7 @@ type gptConfig struct {
 // tiny for a few seconds.
 var gptDefaults = gptConfig{
 	Config: "small", Iters: 2000, LR: 1e-2, Warmup: 100, Batch: 0, Beta2: 0.95,
-	EvalEvery: 0, EvalBatches: 20, SampleChars: 120, Checkpoint: "none",
+	EvalEvery: 0, EvalBatches: 20, SampleChars: 120, Checkpoint: "none", Precision: "f32",
 }
 
 func init() {
@@ -78,6 +80,9 @@ func (c *gptConfig) setup(seed int64) (models.TrainConfig, *models.Dataset, erro
 	if err != nil {
 		return models.TrainConfig{}, nil, usageError("--set config=%s: unknown preset (want %s)", c.Config, strings.Join(models.PresetNames(), ", "))
 	}
+	if c.Precision == "" {
+		c.Precision = "f32"
+	}
 	if err := c.validate(); err != nil {
 		return models.TrainConfig{}, nil, err
 	}
@@ -100,12 +105,16 @@ func (c *gptConfig) setup(seed int64) (models.TrainConfig, *models.Dataset, erro
 		c.EvalEvery = max(1, c.Iters/10)
 	}
 	tc := models.TrainConfig{Model: mc, Iters: c.Iters, LR: c.LR, Warmup: c.Warmup,
-		EvalEvery: c.EvalEvery, EvalBatches: c.EvalBatches, Beta2: c.Beta2, GradClip: c.GradClip, Seed: seed}
+		EvalEvery: c.EvalEvery, EvalBatches: c.EvalBatches, Beta2: c.Beta2, GradClip: c.GradClip, Seed: seed,
+		Precision: c.Precision}
 	if err := tc.Validate(); err != nil {
 		return models.TrainConfig{}, nil, usageError("%v", err)
 	}
 	if tc.Steps, err = c.schedule(mc, seed); err != nil {
 		return models.TrainConfig{}, nil, err
+	}
+	if tc.Steps != nil && c.Precision != "f32" {
+		return models.TrainConfig{}, nil, usageError("--set precision=%s with --set checkpoint=%s: mixed precision and gradient checkpointing do not combine yet; drop one", c.Precision, c.Checkpoint)
 	}
 	return tc, data, nil
 }
@@ -152,6 +161,7 @@ func (c *gptConfig) validate() error {
 		{c.EvalBatches < 1, fmt.Sprintf("--set eval-batches=%d: want at least 1", c.EvalBatches)},
 		{c.SampleChars < 0 || c.SampleChars > 10_000, fmt.Sprintf("--set sample-chars=%d: want 0 (no sample) to 10000", c.SampleChars)},
 		{!(c.Target >= 0) || !finite(c.Target), fmt.Sprintf("--set target=%v: want a val loss above 0, or 0 for none", c.Target)},
+		{!slices.Contains(precision.PolicyNames(), c.Precision), fmt.Sprintf("--set precision=%s: want one of %s", c.Precision, strings.Join(precision.PolicyNames(), ", "))},
 	} {
 		if v.bad {
 			return usageError("%s", v.msg)
@@ -350,6 +360,14 @@ func gptReport(tr *models.Trainer, run trainRun, c gptConfig, seed int64) (*repo
 	if tr.StepsDone() < tr.Cfg.Iters {
 		r.Note("Stopped at step %d of a %d-step schedule.", tr.StepsDone(), tr.Cfg.Iters)
 	}
+	if pol, err := tr.Cfg.Policy(); err == nil && pol.Mixed() {
+		r.Note("Precision %s: the step's graph stores activations and gradients as %v at every op boundary, reads the matrix products' weights rounded from float32 master weights and keeps AdamW's state in float32 (gptlab run precision compares the policies).", pol.Name, pol.Activations)
+	}
+	if s := tr.LossScaler(); s != nil {
+		r.Metric("loss_scale", s.Scale())
+		r.Metric("skipped_steps", s.Skipped())
+		r.Note("Dynamic loss scaling (GradScaler's defaults): the scale is %g after %d steps, %d of them skipped for a non-finite gradient.", s.Scale(), s.Steps(), s.Skipped())
+	}
 	r.Note("Losses are mean cross-entropy in nats per character; val loss is the mean over %d fixed validation batches of %d×%d characters drawn from the last 10%% of the data.", tr.Cfg.EvalBatches, mc.Batch, mc.Block)
 	if src := data.Source; src != nil {
 		h1 := src.ConditionalEntropy(1)
@@ -399,19 +417,7 @@ func lossPlot(tr *models.Trainer) (*plot.Plot, error) {
 	p.Title.Text = "GPT loss"
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = "loss (nats/char)"
-	n := len(tr.Losses)
-	win := max(1, n/50)
-	train := make(plotter.XYs, 0, n)
-	sum := 0.0
-	for i, l := range tr.Losses {
-		sum += float64(l)
-		if i >= win {
-			sum -= float64(tr.Losses[i-win])
-		}
-		if i+1 >= win {
-			train = append(train, plotter.XY{X: float64(i + 1), Y: sum / float64(win)})
-		}
-	}
+	train, win := movingAverage(tr.Losses)
 	val := make(plotter.XYs, len(tr.History))
 	for i, pt := range tr.History {
 		val[i] = plotter.XY{X: float64(pt.Step), Y: pt.Val}
@@ -455,6 +461,24 @@ func lossPlot(tr *models.Trainer) (*plot.Plot, error) {
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	return p, nil
+}
+
+// movingAverage is the mean of every win consecutive losses (win = a 50th
+// of the run, at least 1), at the step that ends each window.
+func movingAverage(losses []float32) (xy plotter.XYs, win int) {
+	win = max(1, len(losses)/50)
+	xy = make(plotter.XYs, 0, len(losses))
+	sum := 0.0
+	for i, l := range losses {
+		sum += float64(l)
+		if i >= win {
+			sum -= float64(losses[i-win])
+		}
+		if i+1 >= win {
+			xy = append(xy, plotter.XY{X: float64(i + 1), Y: sum / float64(win)})
+		}
+	}
+	return xy, win
 }
 
 func gptMedian(ds []time.Duration) time.Duration {

@@ -153,7 +153,7 @@ func gptTrainer(cfg *gptConfig, resume string, seed *int64) (*models.Trainer, er
 // steps over 2000 iterations, the preset's batch.
 var gptTrainDefaults = gptConfig{
 	Config: "tiny", Iters: 2000, LR: 1e-3, Warmup: 100, Batch: 0, Beta2: 0.95,
-	EvalBatches: 20, SampleChars: 120,
+	EvalBatches: 20, SampleChars: 120, Precision: "f32",
 }
 
 // trainConfigValues is the report's config section for a trainer.
@@ -175,6 +175,7 @@ func trainConfigValues(tr *models.Trainer) reports.Values {
 	v.Set("grad-clip", c.GradClip)
 	v.Set("eval-every", c.EvalEvery)
 	v.Set("eval-batches", c.EvalBatches)
+	v.Set("precision", c.Precision)
 	return v
 }
 

@@ -56,6 +56,27 @@ func TestGPTLabReport(t *testing.T) {
 	}
 }
 
+// TestGPTLabPrecision: --set precision reaches the trainer: the report's
+// config names the policy, and fp16's loss scaling is reported.
+func TestGPTLabPrecision(t *testing.T) {
+	l, err := Find("gpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := smallGPT()
+	cfg.Iters, cfg.Warmup, cfg.SampleChars, cfg.Precision = 8, 1, 0, "fp16"
+	r, err := RunLab(context.Background(), l, cfg, Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.Config.Get("precision"); v != "fp16" {
+		t.Errorf("report config precision = %v, want fp16", v)
+	}
+	if s, ok := r.Metrics.Get("loss_scale"); !ok || s != float32(1<<16) {
+		t.Errorf("loss_scale metric %v (%v), want 65536", s, ok)
+	}
+}
+
 func TestBeatsOracle(t *testing.T) {
 	oracle := []float64{1.50, 1.45, 1.55, 1.48, 1.52, 1.49}
 	near := make([]float64, len(oracle))

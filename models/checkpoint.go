@@ -11,6 +11,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"gptlab/precision"
 )
 
 // A training checkpoint is one safetensors file (written atomically):
@@ -22,7 +24,8 @@ import (
 //
 // and in __metadata__ the model config (Config.Metadata), the training
 // settings, the step, AdamW's step count, the batch stream's PCG state
-// (hex), the vocabulary and the name and hash of the data. Float settings
+// (hex), the vocabulary and the name and hash of the data, the precision
+// policy and, under loss scaling, the scaler's state. Float settings
 // are written with strconv's shortest exact form, so a resumed run uses
 // the very same bits. Settings are the values used (beta2 0.95, not 0);
 // checkpoints written before that hold beta2 "0" for DefaultBeta2 and
@@ -47,6 +50,7 @@ type Checkpoint struct {
 	batcher  []byte
 	losses   []float32
 	history  []Point
+	scaler   *precision.ScalerState // the loss scaler's, under a policy with loss scaling
 }
 
 // DataHash is a fingerprint (FNV-1a 64, hex) of a dataset's vocabulary and
@@ -98,8 +102,16 @@ func (t *Trainer) Save(path string) error {
 		"vocab":        t.Data.Tok.Chars(),
 		"data":         t.Data.Name,
 		"data_hash":    DataHash(t.Data),
+		"precision":    c.Precision,
 	} {
 		meta[k] = v
+	}
+	if t.scaler != nil {
+		st := t.scaler.State()
+		meta["loss_scale"] = strconv.FormatFloat(float64(st.Scale), 'g', -1, 32)
+		meta["loss_scale_tracker"] = strconv.Itoa(st.Tracker)
+		meta["loss_scale_steps"] = strconv.Itoa(st.Steps)
+		meta["loss_scale_skipped"] = strconv.Itoa(st.Skipped)
 	}
 	if err := WriteSafetensors(path, ts, meta); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
@@ -146,10 +158,15 @@ func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 		Beta2:       mr.float("beta2"),
 		GradClip:    mr.float("grad_clip"),
 		Seed:        mr.int64("seed"),
+		Precision:   meta["precision"], // absent before mixed precision: f32
 	}
 	ck.Cfg = ck.Cfg.withDefaults() // older checkpoints: beta2 "0" meant DefaultBeta2
 	ck.Step = mr.int("step")
 	ck.adamStep = mr.int64("adamw_step")
+	if _, ok := meta["loss_scale"]; ok {
+		ck.scaler = &precision.ScalerState{Scale: float32(mr.float("loss_scale")), Tracker: mr.int("loss_scale_tracker"),
+			Steps: mr.int("loss_scale_steps"), Skipped: mr.int("loss_scale_skipped")}
+	}
 	if mr.err == nil {
 		var err error
 		ck.batcher, err = hex.DecodeString(meta["batcher"])
@@ -291,6 +308,14 @@ func (ck *Checkpoint) Resume(data *Dataset) (*Trainer, error) {
 	}
 	if err := t.batches.SetState(ck.batcher); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	switch {
+	case t.scaler != nil && ck.scaler == nil:
+		return nil, fmt.Errorf("%w: precision %s scales the loss, but the checkpoint has no loss scale", ErrCheckpoint, ck.Cfg.Precision)
+	case t.scaler != nil:
+		if err := t.scaler.SetState(*ck.scaler); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		}
 	}
 	t.step = ck.Step
 	t.Losses = append([]float32(nil), ck.losses...)

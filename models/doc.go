@@ -8,8 +8,10 @@
 // (Unit, Chain) — their reverse-mode differentiation (Backward), AdamW
 // exactly as torch.optim.AdamW with a hook between the backward and the
 // update (Trainer.GradHook) and each gradient's moment in the schedule
-// (GradSchedule, OnGradReady), counter-based dropout masks, and
-// safetensors I/O. Data, tokenizer, corpus, batching, sampling and the
+// (GradSchedule, OnGradReady), mixed-precision steps under a precision
+// policy (WithPrecision: 16-bit casts at the op boundaries, 16-bit saved
+// activations, Memory, WatchUnderflow; dynamic loss scaling in the
+// Trainer), counter-based dropout masks, and safetensors I/O. Data, tokenizer, corpus, batching, sampling and the
 // training loop live in this package too, in their own files. It does not
 // own memory planning (package planner), the executor and its generic ops
 // (package planner/arena), precision conversion (package precision) or

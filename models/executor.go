@@ -8,6 +8,7 @@ import (
 
 	"gptlab/planner"
 	"gptlab/planner/arena"
+	"gptlab/precision"
 )
 
 // ModelOption configures NewModel.
@@ -20,6 +21,7 @@ type modelOptions struct {
 	rng       RNGOptions
 	stat      *RunningMean
 	statGuard bool
+	precision precision.Policy // WithPrecision (mixed.go)
 }
 
 // WithStepSchedule builds a training model's step by a schedule of forward,

@@ -38,6 +38,7 @@ type Model struct {
 	joined       [][]float32 // gradient buffers of split parameters
 
 	masks    []maskInput
+	mp       *mixed    // the 16-bit policy's casts (mixed.go), or nil
 	passes   []passRec // a scheduled step's passes, as built
 	rngOpts  RNGOptions
 	rng      *stream   // the stateful masks' generator, made at the first Feed
@@ -138,6 +139,14 @@ func (m *Model) build(o modelOptions) error {
 	N := m.B * m.T
 	n := newNet(m.g, m.cfg, m.params, m.B, m.T, m.train, nil)
 	n.stat, n.statGuard = o.stat, o.statGuard
+	mp, err := newMixed(o.precision)
+	if err != nil {
+		return err
+	}
+	if mp != nil && sched != nil {
+		return fmt.Errorf("%w: precision %s with a step schedule: not supported", ErrConfig, o.precision.Name)
+	}
+	n.mp, m.mp = mp, mp
 	m.idx, m.pos, m.tgt = make([]int, N), make([]int, N), make([]int, N)
 	for i := range m.pos {
 		m.pos[i] = i % m.T
@@ -173,7 +182,7 @@ func (m *Model) build(o modelOptions) error {
 	}
 	dloss := n.input("dloss", []float32{1}, 1)
 	all, counts := n.paramNodes()
-	gs, err := Backward(G.Nodes{m.loss}, G.Nodes{dloss}, all)
+	gs, err := BackwardReading(G.Nodes{m.loss}, G.Nodes{dloss}, all, mp.reader())
 	if err != nil {
 		return fmt.Errorf("gradients: %w", err)
 	}

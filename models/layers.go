@@ -38,6 +38,7 @@ type net struct {
 	statGuard   bool         // recomputations do not update stat
 	recomputing bool         // the forward being built is a recomputation
 	statNodes   []*G.Node    // the update ops built (the step retains them)
+	mp          *mixed       // a 16-bit precision policy's casts (mixed.go); nil: float32
 	err         error
 }
 
@@ -64,7 +65,8 @@ func newNet(g *G.ExprGraph, cfg Config, p *Params, B, T int, train bool, kv *KVC
 	return &net{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}}
 }
 
-// do runs one graph-building call unless an earlier one failed.
+// do runs one graph-building call unless an earlier one failed; under a
+// 16-bit precision policy its output is stored in that format (store).
 func (n *net) do(f func() (*G.Node, error)) *G.Node {
 	if n.err != nil {
 		return nil
@@ -72,8 +74,9 @@ func (n *net) do(f func() (*G.Node, error)) *G.Node {
 	x, err := f()
 	if err != nil {
 		n.err = err
+		return x
 	}
-	return x
+	return n.store(x)
 }
 
 // input adds a node bound to data viewed as shape.
@@ -121,8 +124,8 @@ func (n *net) embed(idx, pos *G.Node) *G.Node {
 // linear is y = x Wᵀ + b with W [out, in] read in place (MatMul with
 // TransB): x (N, in) -> y (N, out).
 func (n *net) linear(x, w, b *G.Node) *G.Node {
-	y := n.do(func() (*G.Node, error) { return arena.MatMul(x, w, false, true) }) // (N, out)
-	return n.do(func() (*G.Node, error) { return AddBias(y, b) })                 // (N, out)
+	y := n.matmulW(x, w)                                          // (N, out)
+	return n.do(func() (*G.Node, error) { return AddBias(y, b) }) // (N, out)
 }
 
 // layerNorm is LayerNorm with the parameters name.weight and name.bias.
@@ -203,8 +206,7 @@ func (n *net) block(x *G.Node, l int) *G.Node { return n.mlpHalf(n.attnHalf(x, l
 // token embedding: x (B*T, C) -> logits (B*T, V).
 func (n *net) head(x *G.Node) *G.Node {
 	x = n.layerNorm(x, "transformer.ln_f")
-	wte := n.param("transformer.wte.weight")
-	return n.do(func() (*G.Node, error) { return arena.MatMul(x, wte, false, true) }) // (B*T, V)
+	return n.store(n.matmulW(x, n.param("transformer.wte.weight"))) // (B*T, V)
 }
 
 // dropout multiplies x by a mask input for (layer, site) when training

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
+
+	"gptlab/precision"
 )
 
 // TrainConfig holds the settings of a training run besides the model's
@@ -25,6 +28,11 @@ type TrainConfig struct {
 	// checkpointing, WithStepSchedule): the same losses and gradients to
 	// the bit, another memory and time. It is not saved in checkpoints.
 	Steps *StepSchedule
+	// Precision names the precision policy (precision.ParsePolicy): "f32"
+	// (a trainer stores it for ""), "bf16", "fp16" (with dynamic loss
+	// scaling) or "fp16-noscale". The master weights and AdamW's moments
+	// are float32 under every policy.
+	Precision string
 }
 
 // DefaultBeta2 is the reference's AdamW second-moment decay.
@@ -36,7 +44,22 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	if c.Beta2 == 0 {
 		c.Beta2 = DefaultBeta2
 	}
+	if c.Precision == "" {
+		c.Precision = "f32"
+	}
 	return c
+}
+
+// Policy is the run's precision policy ("" is f32).
+func (c TrainConfig) Policy() (precision.Policy, error) {
+	if c.Precision == "" {
+		return precision.ParsePolicy("f32")
+	}
+	p, err := precision.ParsePolicy(c.Precision)
+	if err != nil {
+		return precision.Policy{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return p, nil
 }
 
 // Validate reports the first unusable setting.
@@ -60,7 +83,11 @@ func (c TrainConfig) Validate() error {
 	case !(c.GradClip >= 0) || math.IsInf(c.GradClip, 0):
 		return fmt.Errorf("%w: grad-clip = %v, want >= 0 (0: no clipping)", ErrConfig, c.GradClip)
 	}
-	return nil
+	p, err := c.Policy()
+	if err == nil && p.Mixed() && c.Steps != nil {
+		err = fmt.Errorf("%w: precision %s with a step schedule: not supported", ErrConfig, p.Name)
+	}
+	return err
 }
 
 // AdamW is the run's optimizer configuration: the reference's, with the
@@ -103,9 +130,14 @@ type Trainer struct {
 	// Params.Data in grad, the update is not applied yet. It may change
 	// grad in place (scale it, all-reduce it across processes); AdamW then
 	// applies what it holds. An error stops the step before the update.
+	// Under dynamic loss scaling grad holds the scaled gradients (the
+	// scale is LossScaler().Scale()); they are unscaled and checked after
+	// the hook, so processes that all-reduce them skip a step together.
 	GradHook func(step int, grad []float32) error
 
-	step    int // steps done
+	step    int               // steps done
+	opts    []ModelOption     // the policy's (WithPrecision)
+	scaler  *precision.Scaler // the policy's dynamic loss scaling, or nil
 	model   *Model
 	eval    *Model
 	batches *Batcher
@@ -152,7 +184,18 @@ func newTrainer(cfg TrainConfig, data *Dataset, p *Params) (*Trainer, error) {
 	if len(data.Train) < mc.Block+1 || len(data.Val) < mc.Block+1 {
 		return nil, fmt.Errorf("%w: splits of %d and %d tokens cannot hold a window of block %d", ErrBadData, len(data.Train), len(data.Val), mc.Block)
 	}
-	eval, err := NewModel(mc, p, mc.Batch, mc.Block, false)
+	policy, err := cfg.Policy()
+	if err != nil {
+		return nil, err
+	}
+	opts := []ModelOption{WithPrecision(policy)}
+	var scaler *precision.Scaler
+	if policy.LossScaling {
+		if scaler, err = precision.NewScaler(precision.DefaultScalerConfig()); err != nil {
+			return nil, err
+		}
+	}
+	eval, err := NewModel(mc, p, mc.Batch, mc.Block, false, opts...) // validation under the policy too
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +206,7 @@ func newTrainer(cfg TrainConfig, data *Dataset, p *Params) (*Trainer, error) {
 	n := mc.Batch * mc.Block
 	return &Trainer{
 		Cfg: cfg, Data: data, Params: p, Opt: NewAdamW(p, cfg.AdamW()),
-		eval: eval, batches: bt,
+		eval: eval, batches: bt, opts: opts, scaler: scaler,
 		idx: make([]int32, n), tgt: make([]int32, n),
 	}, nil
 }
@@ -174,9 +217,9 @@ func (t *Trainer) ensureModel() error {
 		return nil
 	}
 	mc := t.Cfg.Model
-	var opts []ModelOption
+	opts := t.opts
 	if t.Cfg.Steps != nil {
-		opts = append(opts, WithStepSchedule(*t.Cfg.Steps))
+		opts = append(slices.Clip(opts), WithStepSchedule(*t.Cfg.Steps))
 	}
 	m, err := NewModel(mc, t.Params, mc.Batch, mc.Block, true, opts...)
 	if err != nil {
@@ -210,15 +253,27 @@ func (t *Trainer) Close() error {
 // StepsDone is the number of training steps taken so far.
 func (t *Trainer) StepsDone() int { return t.step }
 
+// LossScaler is the run's dynamic loss scaling (GradScaler's defaults), or
+// nil for a policy without it.
+func (t *Trainer) LossScaler() *precision.Scaler { return t.scaler }
+
 // TrainStep draws the next batch, runs forward and backward, calls
 // GradHook, and applies one AdamW update at the schedule's learning rate.
-// It returns the loss.
+// It returns the loss. Under dynamic loss scaling the backward is seeded
+// with the scale, the gradients are unscaled after GradHook and checked,
+// and a step with an Inf or NaN among them applies no update (AdamW's
+// step count stays; the schedule moves on) and halves the scale.
 func (t *Trainer) TrainStep() (float32, error) {
 	if err := t.ensureModel(); err != nil {
 		return 0, err
 	}
 	t.batches.Next(t.idx, t.tgt)
 	t.model.SetDropoutKey(int64(t.step))
+	if t.scaler != nil {
+		if err := t.model.SetLossScale(t.scaler.Scale()); err != nil {
+			return 0, err
+		}
+	}
 	loss, err := t.model.Step(t.idx, t.tgt)
 	if err != nil {
 		return 0, fmt.Errorf("step %d: %w", t.step, err)
@@ -232,8 +287,15 @@ func (t *Trainer) TrainStep() (float32, error) {
 			return 0, fmt.Errorf("step %d: gradient hook: %w", t.step, err)
 		}
 	}
-	if _, err := t.Opt.StepFlat(grad, t.Cfg.Schedule().At(t.step)); err != nil {
-		return 0, fmt.Errorf("step %d: %w", t.step, err)
+	skip := false
+	if t.scaler != nil {
+		t.scaler.Unscale(grad)
+		skip = t.scaler.Update()
+	}
+	if !skip {
+		if _, err := t.Opt.StepFlat(grad, t.Cfg.Schedule().At(t.step)); err != nil {
+			return 0, fmt.Errorf("step %d: %w", t.step, err)
+		}
 	}
 	t.step++
 	t.Losses = append(t.Losses, loss)
@@ -318,6 +380,8 @@ type StepInfo struct {
 	LR       float64       // learning rate used
 	Duration time.Duration // wall time of the step
 	Val      float64       // validation loss when this step ended with one, else NaN
+	Scale    float32       // the loss scale the step's backward was seeded with (1 without loss scaling)
+	Skipped  bool          // the update was skipped: a gradient was not finite
 }
 
 // Run trains until StepsDone() == until (at most Cfg.Iters), validating
@@ -339,12 +403,17 @@ func (t *Trainer) Run(ctx context.Context, until int, onStep func(StepInfo)) err
 			return err
 		}
 		lr := t.Cfg.Schedule().At(t.step)
+		scale, skipped := float32(1), 0
+		if t.scaler != nil {
+			scale, skipped = t.scaler.Scale(), t.scaler.Skipped()
+		}
 		t0 := time.Now()
 		loss, err := t.TrainStep()
 		if err != nil {
 			return err
 		}
-		info := StepInfo{Step: t.step, Loss: loss, LR: lr, Duration: time.Since(t0), Val: math.NaN()}
+		info := StepInfo{Step: t.step, Loss: loss, LR: lr, Duration: time.Since(t0), Val: math.NaN(), Scale: scale}
+		info.Skipped = t.scaler != nil && t.scaler.Skipped() > skipped
 		if t.step == t.Cfg.Iters || (t.Cfg.EvalEvery > 0 && t.step%t.Cfg.EvalEvery == 0) {
 			v, err := t.Evaluate()
 			if err != nil {

@@ -132,6 +132,39 @@ func (s *Scaler) Update() (skipped bool) {
 	return skipped
 }
 
+// ScalerState is a Scaler's state between two steps: what a training
+// checkpoint saves so that a resumed run scales as if it had never
+// stopped.
+type ScalerState struct {
+	Scale   float32 // the current loss scale
+	Tracker int     // finite steps in a row since the scale last changed
+	Steps   int     // steps ended by Update
+	Skipped int     // of those, steps with a non-finite gradient
+}
+
+// State returns the scaler's state between steps.
+func (s *Scaler) State() ScalerState {
+	return ScalerState{Scale: s.scale, Tracker: s.tracker, Steps: s.steps, Skipped: s.skipped}
+}
+
+// SetState restores a state saved by State (under the same config): the
+// scale must be finite and at least MinScale, the tracker below
+// GrowthInterval, and the counts consistent. A step in progress (Unscale
+// without Update) is abandoned.
+func (s *Scaler) SetState(st ScalerState) error {
+	switch {
+	case !(st.Scale >= s.cfg.MinScale) || math.IsInf(float64(st.Scale), 0):
+		return fmt.Errorf("precision: %w: state scale %v, want finite and >= MinScale (%v)", ErrScalerConfig, st.Scale, s.cfg.MinScale)
+	case st.Tracker < 0 || st.Tracker >= s.cfg.GrowthInterval:
+		return fmt.Errorf("precision: %w: state tracker %d, want in [0, GrowthInterval %d)", ErrScalerConfig, st.Tracker, s.cfg.GrowthInterval)
+	case st.Skipped < 0 || st.Steps < st.Skipped:
+		return fmt.Errorf("precision: %w: state of %d steps, %d skipped", ErrScalerConfig, st.Steps, st.Skipped)
+	}
+	s.scale, s.tracker, s.steps, s.skipped = st.Scale, st.Tracker, st.Steps, st.Skipped
+	s.unscaled, s.foundInf = false, false
+	return nil
+}
+
 // Steps returns how many steps Update ended.
 func (s *Scaler) Steps() int { return s.steps }
 

@@ -259,3 +259,53 @@ func equalF32(a, b []float32) bool {
 	}
 	return true
 }
+
+// TestScalerStateRoundTrip: a scaler restored from another's state
+// midway through a trace follows the same scales and skips from there;
+// states out of range are refused.
+func TestScalerStateRoundTrip(t *testing.T) {
+	cfg := ScalerConfig{InitScale: 8, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 3, MinScale: 1}
+	trace := parseTrace(t, "2F I 2F 2I 5F")
+	var kinds []byte
+	for _, r := range trace {
+		for range r.n {
+			kinds = append(kinds, r.kind)
+		}
+	}
+	step := func(s *Scaler, i int) (float32, bool) {
+		s.Unscale(stepGrads(kinds[i], i)...)
+		skipped := s.Update()
+		return s.Scale(), skipped
+	}
+	for cut := range kinds {
+		whole, _ := NewScaler(cfg)
+		first, _ := NewScaler(cfg)
+		for i := range cut {
+			step(whole, i)
+			step(first, i)
+		}
+		resumed, _ := NewScaler(cfg)
+		if err := resumed.SetState(first.State()); err != nil {
+			t.Fatalf("cut %d: SetState(%+v): %v", cut, first.State(), err)
+		}
+		for i := cut; i < len(kinds); i++ {
+			ws, wk := step(whole, i)
+			rs, rk := step(resumed, i)
+			if ws != rs || wk != rk {
+				t.Fatalf("cut %d, step %d: resumed scale %v skipped %v, want %v %v", cut, i, rs, rk, ws, wk)
+			}
+		}
+		if whole.State() != resumed.State() {
+			t.Errorf("cut %d: final state %+v, want %+v", cut, resumed.State(), whole.State())
+		}
+	}
+	s, _ := NewScaler(cfg)
+	for _, bad := range []ScalerState{
+		{Scale: 0.5}, {Scale: float32(math.Inf(1))}, {Scale: float32(math.NaN())},
+		{Scale: 8, Tracker: 3}, {Scale: 8, Tracker: -1}, {Scale: 8, Steps: 1, Skipped: 2}, {Scale: 8, Skipped: -1},
+	} {
+		if err := s.SetState(bad); !errors.Is(err, ErrScalerConfig) {
+			t.Errorf("SetState(%+v) = %v, want ErrScalerConfig", bad, err)
+		}
+	}
+}

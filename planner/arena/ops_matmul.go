@@ -187,36 +187,41 @@ func (op MatMulOp) Hashcode() uint32      { return hashString(op.String()) }
 
 func (MatMulOp) DiffWRT(int) []bool { return []bool{true, true} }
 
-// SymDiff: for C = A·B, dA = dC·Bᵀ and dB = Aᵀ·dC; each transpose of the
-// forward moves into the backward products' flags, so no transposed copy
-// is made:
+// SymDiff: the gradients of MatMulGrads, as MatMul products.
+func (op MatMulOp) SymDiff(in gorgonia.Nodes, out, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	return MatMulGrads(in[0], in[1], grad, op.TransA, op.TransB, MatMul)
+}
+
+// MatMulGrads are the gradients of C = op(a)·op(b) given grad = dC, as the
+// products mul makes (MatMul, or another product with its contract): for
+// C = A·B, dA = dC·Bᵀ and dB = Aᵀ·dC; each transpose of the forward moves
+// into the backward products' flags, so no transposed copy is made:
 //
 //	C = A·B:   dA = dC·Bᵀ   dB = Aᵀ·dC
 //	C = Aᵀ·B:  dA = B·dCᵀ   dB = A·dC
 //	C = A·Bᵀ:  dA = dC·B    dB = dCᵀ·A
 //	C = Aᵀ·Bᵀ: dA = Bᵀ·dCᵀ  dB = dCᵀ·Aᵀ
-func (op MatMulOp) SymDiff(in gorgonia.Nodes, out, grad *gorgonia.Node) (gorgonia.Nodes, error) {
-	a, b := in[0], in[1]
+func MatMulGrads(a, b, grad *gorgonia.Node, transA, transB bool, mul func(x, y *gorgonia.Node, tx, ty bool) (*gorgonia.Node, error)) (gorgonia.Nodes, error) {
 	type prod struct {
 		x, y   *gorgonia.Node
 		tx, ty bool
 	}
 	var da, db prod
 	switch {
-	case !op.TransA && !op.TransB:
+	case !transA && !transB:
 		da, db = prod{grad, b, false, true}, prod{a, grad, true, false}
-	case op.TransA && !op.TransB:
+	case transA && !transB:
 		da, db = prod{b, grad, false, true}, prod{a, grad, false, false}
-	case !op.TransA && op.TransB:
+	case !transA && transB:
 		da, db = prod{grad, b, false, false}, prod{grad, a, true, false}
 	default:
 		da, db = prod{b, grad, true, true}, prod{grad, a, true, true}
 	}
-	ga, err := MatMul(da.x, da.y, da.tx, da.ty)
+	ga, err := mul(da.x, da.y, da.tx, da.ty)
 	if err != nil {
 		return nil, err
 	}
-	gb, err := MatMul(db.x, db.y, db.tx, db.ty)
+	gb, err := mul(db.x, db.y, db.tx, db.ty)
 	if err != nil {
 		return nil, err
 	}

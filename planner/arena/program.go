@@ -155,6 +155,11 @@ func (p *Program) add(n *gorgonia.Node) error {
 	if t, isTyped := n.Op().(Typer); isTyped {
 		dt, ok = t.OutDtype(), true
 	}
+	vw, isView := n.Op().(Viewer)
+	isView = isView && vw.IsView() && len(in) == 1
+	if isView {
+		dt, ok = p.vals[in[0]].dtype, true // a view holds its input's format (a bf16 value's alias is bf16)
+	}
 	if n.Op() == nil || len(in) == 0 {
 		if n.Op() != nil && !ok && n.Dtype() == tensor.Uint16 {
 			return fmt.Errorf("arena: %v: 16-bit value of unknown format (its op must say: Typer)", n)
@@ -174,10 +179,7 @@ func (p *Program) add(n *gorgonia.Node) error {
 	if !ok && n.Dtype() == tensor.Uint16 {
 		return fmt.Errorf("arena: %v (%v): 16-bit output of unknown format (the op must say: Typer)", n, n.Op())
 	}
-	st := step{node: n, op: n.Op(), in: in, out: v}
-	if vw, isView := n.Op().(Viewer); isView && vw.IsView() {
-		st.view = true
-	}
+	st := step{node: n, op: n.Op(), in: in, out: v, view: isView}
 	p.vals = append(p.vals, value{node: n, dtype: dt, step: len(p.steps)})
 	p.steps = append(p.steps, st)
 	return nil

@@ -1,0 +1,254 @@
+package models
+
+import (
+	"fmt"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/internal/bf16gemm"
+	"gptlab/planner/arena"
+	"gptlab/precision"
+)
+
+// WithPrecision builds the graph under a precision policy: mixed-precision
+// training in the graph. Under a policy whose storage format is 16-bit
+// (bf16 or fp16), the GPT's graph is the float32 graph with arena.Cast ops
+// at its op boundaries:
+//
+//   - every op output of the forward is cast down to the storage format
+//     where it is produced (a 2-byte buffer in the arena), and the ops that
+//     read it read its cast back up: a float32 temporary that dies with its
+//     last forward reader. A linear layer's x·Wᵀ + b counts as one op (as
+//     torch's addmm), rounded once after the bias; the loss is not cast
+//     (it is the step's float32 output).
+//   - the weights a matrix product reads (the linear layers' and the tied
+//     head's) are cast down from the float32 master weights once per step,
+//     and the products read their cast back up; so every GEMM input is
+//     rounded to the storage format, and the GEMM accumulates in float32
+//     (the products of two bf16 or fp16 values are exact in float32).
+//   - the backward reads no float32 forward value: where an op's backward
+//     needs a forward value (a product's operands, GELU's input and
+//     output, the softmax's probabilities, LayerNorm's input, the logits),
+//     BackwardReading hands it a cast up of the 16-bit copy, a node of the
+//     backward that the schedule places shortly before its reader, so what
+//     the forward keeps for the backward is 16-bit.
+//   - gradients cross each op boundary in the storage format: the cast's
+//     derivative is the cast the other way, so the gradient of every
+//     stored value is rounded to 16 bits (this is where fp16's small
+//     gradients flush to zero without loss scaling), and the gradient of a
+//     16-bit weight copy is rounded once before it is added, in float32,
+//     into the master's gradient.
+//
+// What stays float32, and why: every op computes in float32 (with float64
+// row sums where the f32 ops have them) on inputs cast up, so the
+// reductions where a 16-bit format is known to fail are never made in it:
+// the softmax's max, exponentials and row sums (a row's exponentials add
+// up to about 1, and a bf16 sum near 1, with 8 significant bits, drops
+// every term below 2^-9 whole), LayerNorm's mean and
+// variance (a variance from E[x²]−E[x]² in 16 bits cancels
+// catastrophically), the cross-entropy's log-sum-exp and the mean over
+// B*T tokens (the loss, and its gradient 1/N per token, below fp16's
+// normal range for N > 16384), the sums of gradient contributions, the
+// bias and LayerNorm parameter gradients (column sums over B*T rows) and
+// every GEMM's accumulation. LayerNorm's weight and bias, the biases, the
+// position embedding and the embedding table as the token lookup reads it
+// are read from the float32 master (they are no matrix product's
+// operand, as under torch.autocast). The master weights and AdamW's
+// moments are float32 (Trainer).
+//
+// The f32 policy (and the zero Policy) builds exactly the float32 graph,
+// no cast at all, so its step is bitwise the plain model's. A policy must
+// keep its gradients in its activations' format (the casts carry both),
+// read its weights in that format or in float32, and accumulate and keep
+// its master weights in float32. It cannot be combined with a step
+// schedule (WithStepSchedule).
+func WithPrecision(p precision.Policy) ModelOption {
+	return func(o *modelOptions) { o.precision = p }
+}
+
+// backTag tells the backward's aliases of stored values apart from any
+// other alias of them (arena.Alias).
+const backTag = 0x16b
+
+// mixed is the state of building a graph under a 16-bit policy.
+type mixed struct {
+	policy  precision.Policy
+	act, wt arena.Dtype         // storage of activations and gradients; of weights as the GEMMs read them
+	stored  map[*G.Node]*G.Node // an op output, and the cast up its readers read, -> its 16-bit copy
+	weights map[*G.Node]*G.Node // a parameter node -> the cast up of its 16-bit copy
+	copies  map[*G.Node]bool    // the weights' 16-bit copies
+	back    map[*G.Node]*G.Node // a 16-bit copy -> the cast up the backward reads
+	gemm16  bool                // the linear layers multiply on internal/bf16gemm
+}
+
+// storage is the arena type of a storage format.
+func storage(f precision.Format) arena.Dtype {
+	switch f {
+	case precision.BF16:
+		return arena.BF16
+	case precision.FP16:
+		return arena.FP16
+	}
+	return arena.F32
+}
+
+// newMixed is the building state of policy p, or nil for a policy that
+// keeps everything in float32.
+func newMixed(p precision.Policy) (*mixed, error) {
+	if !p.Mixed() {
+		return nil, nil
+	}
+	switch {
+	case p.Gradients != p.Activations:
+		return nil, fmt.Errorf("%w: precision %s: gradients in %v, activations in %v (the graph keeps both in one format)", ErrConfig, p.Name, p.Gradients, p.Activations)
+	case p.Weights != precision.F32 && p.Weights != p.Activations:
+		return nil, fmt.Errorf("%w: precision %s: weights read as %v, activations %v (want the same, or f32)", ErrConfig, p.Name, p.Weights, p.Activations)
+	case p.Accumulate != precision.F32 || p.Master != precision.F32:
+		return nil, fmt.Errorf("%w: precision %s: accumulation and master weights must be f32", ErrConfig, p.Name)
+	}
+	mp := &mixed{policy: p, act: storage(p.Activations), wt: storage(p.Weights),
+		stored: map[*G.Node]*G.Node{}, weights: map[*G.Node]*G.Node{}, copies: map[*G.Node]bool{}, back: map[*G.Node]*G.Node{}}
+	mp.gemm16 = mp.wt == arena.BF16 && mp.act == arena.BF16 && useGemm16()
+	return mp, nil
+}
+
+// forceGemm16 makes bf16 models multiply on internal/bf16gemm whatever
+// path it has (the tests run the speed path's graph on the widen path).
+var forceGemm16 bool
+
+// useGemm16 reports whether the linear layers of a bf16 model multiply on
+// internal/bf16gemm: where its AMX path is available (the CPU has
+// AMX-BF16, the OS grants the tile state, the self-test passed and
+// GPTLAB_BF16 is not off) and chosen. Elsewhere its other paths are no
+// faster than the float32 GEMM (measured: README), so the casts' float32
+// temporaries go to internal/sgemm.
+func useGemm16() bool {
+	if forceGemm16 {
+		return true
+	}
+	ok, _ := bf16gemm.AMXStatus()
+	return ok && bf16gemm.Path() == "amx"
+}
+
+// GEMMPath says how the linear layers of a model built under policy p
+// multiply: "sgemm" (float32 operands, rounded to p's format when it is
+// 16-bit) or "bf16gemm/amx" (bf16 operands on AMX tiles).
+func GEMMPath(p precision.Policy) string {
+	if storage(p.Weights) == arena.BF16 && storage(p.Activations) == arena.BF16 && useGemm16() {
+		return "bf16gemm/" + bf16gemm.Path()
+	}
+	return "sgemm"
+}
+
+// store rounds an op output x of the forward to the storage format: the
+// 16-bit copy where x is produced, and the cast up that x's readers get
+// in its place. Without a 16-bit policy, and for the loss and views, it
+// is x.
+func (n *net) store(x *G.Node) *G.Node {
+	mp := n.mp
+	if mp == nil || mp.act == arena.F32 || n.err != nil || x == nil || x.Dtype() != tensor.Float32 {
+		return x
+	}
+	switch op := x.Op().(type) {
+	case xentOp: // the loss
+		return x
+	case arena.Viewer:
+		if op.IsView() {
+			return x // its input is stored already
+		}
+	}
+	x16, up, err := castPair(x, mp.act)
+	if err != nil {
+		n.err = err
+		return nil
+	}
+	mp.stored[x], mp.stored[up] = x16, x16
+	return up
+}
+
+// weight is the parameter node w as a matrix product reads it: under a
+// policy with 16-bit weights, the cast up of its 16-bit copy (made once
+// per graph); otherwise w.
+func (n *net) weight(w *G.Node) *G.Node {
+	mp := n.mp
+	if mp == nil || mp.wt == arena.F32 || n.err != nil {
+		return w
+	}
+	if up, ok := mp.weights[w]; ok {
+		return up
+	}
+	w16, up, err := castPair(w, mp.wt)
+	if err != nil {
+		n.err = err
+		return nil
+	}
+	mp.weights[w], mp.stored[up], mp.copies[w16] = up, w16, true
+	return up
+}
+
+// castPair is x cast down to the 16-bit type to, and that cast back up.
+func castPair(x *G.Node, to arena.Dtype) (low, up *G.Node, err error) {
+	if low, err = arena.Cast(x, arena.F32, to); err != nil {
+		return nil, nil, err
+	}
+	up, err = arena.Cast(low, to, arena.F32)
+	return low, up, err
+}
+
+// matmulW is x·wᵀ for a weight w [out, in]: a linear layer's product (x
+// (N, in) -> (N, out)) or the head's. Under a 16-bit policy w is read
+// rounded (weight), and on the bf16 speed path the product runs on
+// internal/bf16gemm. The product is not stored: a linear layer is one op
+// (x·Wᵀ + b, as torch's addmm), whose output is rounded once, after the
+// bias.
+func (n *net) matmulW(x, w *G.Node) *G.Node {
+	w = n.weight(w)
+	if n.err != nil {
+		return nil
+	}
+	mul := arena.MatMul
+	if n.mp != nil && n.mp.gemm16 {
+		mul = Gemm16
+	}
+	y, err := mul(x, w, false, true) // (N, out)
+	if err != nil {
+		n.err = err
+	}
+	return y
+}
+
+// reader is the substitution BackwardReading makes under a 16-bit policy,
+// or nil.
+func (mp *mixed) reader() func(*G.Node) (*G.Node, error) {
+	if mp == nil {
+		return nil
+	}
+	return mp.read
+}
+
+// read is what the backward reads for the forward value x: for a stored
+// value (an op output or its cast up, a weight's cast up), a cast up of
+// its 16-bit copy through an alias of its own (so gorgonia does not merge
+// it with the forward's cast up, whose float32 temporary must die in the
+// forward), made at the first backward op that reads it and shared by the
+// others; anything else (inputs, parameters, masks) is read as it is.
+func (mp *mixed) read(x *G.Node) (*G.Node, error) {
+	x16, ok := mp.stored[x]
+	if !ok {
+		return nil, nil
+	}
+	if up, ok := mp.back[x16]; ok {
+		return up, nil
+	}
+	a, err := arena.Alias(x16, backTag)
+	if err != nil {
+		return nil, err
+	}
+	up, err := arena.Cast(a, x16.Op().(arena.CastOp).To, arena.F32)
+	if err != nil {
+		return nil, err
+	}
+	mp.back[x16] = up
+	return up, nil
+}

@@ -1,0 +1,383 @@
+package models
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gptlab/internal/bf16gemm"
+	"gptlab/precision"
+)
+
+// policy is the named policy, or the test fails.
+func policy(t testing.TB, name string) precision.Policy {
+	t.Helper()
+	p, err := precision.ParsePolicy(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mixedBatch is a fixed random tiny batch.
+func mixedBatch(cfg Config) (idx, tgt []int32) {
+	r := rand.New(rand.NewPCG(5, 6))
+	N := cfg.Batch * cfg.Block
+	idx, tgt = make([]int32, N), make([]int32, N)
+	for i := range idx {
+		idx[i], tgt[i] = int32(r.IntN(cfg.Vocab)), int32(r.IntN(cfg.Vocab))
+	}
+	return idx, tgt
+}
+
+// stepOf builds a tiny training model with opts, runs one step and returns
+// the loss and every gradient (laid out like Params.Data).
+func stepOf(t *testing.T, p *Params, scale float32, opts ...ModelOption) (float32, []float32) {
+	t.Helper()
+	cfg := p.Config()
+	m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.SetLossScale(scale); err != nil {
+		t.Fatal(err)
+	}
+	loss, err := m.Step(mixedBatch(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g []float32
+	for _, name := range p.Names() {
+		g = append(g, m.Grad(name)...)
+	}
+	return loss, g
+}
+
+func tinyParams(t *testing.T) *Params {
+	t.Helper()
+	cfg, err := Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewParams(cfg, 7)
+}
+
+// worstRelDiff is the largest normwise relative difference ‖a−b‖/‖b‖ over
+// the parameter tensors of p.
+func worstRelDiff(p *Params, a, b []float32) (float64, string) {
+	worst, at, off := 0.0, "", 0
+	for _, name := range p.Names() {
+		n := len(p.Slice(name))
+		var d, r float64
+		for i := off; i < off+n; i++ {
+			d += (float64(a[i]) - float64(b[i])) * (float64(a[i]) - float64(b[i]))
+			r += float64(b[i]) * float64(b[i])
+		}
+		if e := math.Sqrt(d / r); e > worst || math.IsNaN(e) {
+			worst, at = e, name
+		}
+		off += n
+	}
+	return worst, at
+}
+
+// TestPrecisionF32IsThePlainStep: the f32 policy builds the float32 graph
+// itself: loss and gradients bitwise those of a model built without the
+// option.
+func TestPrecisionF32IsThePlainStep(t *testing.T) {
+	p := tinyParams(t)
+	l0, g0 := stepOf(t, p, 1)
+	l1, g1 := stepOf(t, p, 1, WithPrecision(policy(t, "f32")))
+	if math.Float32bits(l0) != math.Float32bits(l1) || !slices.Equal(g0, g1) {
+		t.Errorf("f32 policy: loss %v, want %v bitwise; gradients equal: %v", l1, l0, slices.Equal(g0, g1))
+	}
+}
+
+// TestMixedStepNearF32: under bf16 and fp16 the step's loss and gradients
+// are the float32 step's within the formats' documented tolerances (bf16
+// keeps 8 significant bits, fp16 11: each op boundary rounds by at most
+// 2^-9 and 2^-12 relative; through the 2-layer model the gradients move by
+// a few such units), and not bitwise (the negative control: the casts
+// round something). fp16 runs with a loss scale of 2^10, its gradients
+// unscaled before the comparison.
+func TestMixedStepNearF32(t *testing.T) {
+	p := tinyParams(t)
+	l32, g32 := stepOf(t, p, 1)
+	for _, tc := range []struct {
+		name      string
+		scale     float32
+		lossTol   float64 // relative
+		gradTol   float64 // normwise relative, per parameter
+		gradFloor float64 // at least this far from f32 somewhere
+	}{
+		{"bf16", 1, 4e-3, 5e-2, 1e-4},
+		{"fp16", 1024, 5e-4, 1e-2, 1e-5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, g := stepOf(t, p, tc.scale, WithPrecision(policy(t, tc.name)))
+			for i := range g {
+				g[i] /= tc.scale
+			}
+			if d := math.Abs(float64(l-l32)) / float64(l32); !(d <= tc.lossTol) || l == l32 {
+				t.Errorf("loss %v, f32 %v: relative difference %.2g, want in (0, %g]", l, l32, d, tc.lossTol)
+			}
+			worst, at := worstRelDiff(p, g, g32)
+			if !(worst <= tc.gradTol) || worst < tc.gradFloor {
+				t.Errorf("gradients: worst normwise relative difference %.3g (%s), want in [%g, %g]", worst, at, tc.gradFloor, tc.gradTol)
+			}
+			t.Logf("loss %v (f32 %v), worst gradient difference %.3g (%s)", l, l32, worst, at)
+		})
+	}
+}
+
+// TestMixedTapeAgreesWithArena: the bf16 graph run by the TapeMachine (which
+// allocates every value) and by the planned arena gives bitwise the same
+// loss and gradients, and a guarded run of the arena finds no value
+// overwritten while live.
+func TestMixedTapeAgreesWithArena(t *testing.T) {
+	p := tinyParams(t)
+	bf := WithPrecision(policy(t, "bf16"))
+	la, ga := stepOf(t, p, 1, bf)
+	lt, gt := stepOf(t, p, 1, bf, WithTapeMachine())
+	if math.Float32bits(la) != math.Float32bits(lt) || !slices.Equal(ga, gt) {
+		t.Errorf("arena loss %v, tape %v; gradients equal: %v", la, lt, slices.Equal(ga, gt))
+	}
+	cfg := p.Config()
+	m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, bf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Feed(mixedBatch(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Arena().RunGuarded(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLossScaleSeedsTheBackward: in float32 a loss scale of 2^10 scales
+// every gradient by exactly 2^10 (a power of two commutes with rounding,
+// short of overflow and subnormals) and leaves the loss alone.
+func TestLossScaleSeedsTheBackward(t *testing.T) {
+	p := tinyParams(t)
+	l1, g1 := stepOf(t, p, 1)
+	ls, gs := stepOf(t, p, 1024)
+	if l1 != ls {
+		t.Errorf("loss with scale 1024: %v, want the unscaled %v", ls, l1)
+	}
+	for i, v := range g1 {
+		if gs[i] != 1024*v {
+			t.Fatalf("gradient %d: %v with scale 1024, want %v", i, gs[i], 1024*v)
+		}
+	}
+}
+
+// TestSavedActivations16Bit: under bf16 and fp16 every value the forward
+// keeps for the backward is a 16-bit buffer but for the cast up the first
+// backward op reads (the logits', an f32 (B*T, V)), so they take at most
+// 0.55x their f32 bytes, planned and as the run holds them; the weights'
+// 16-bit copies are counted apart, at 2 bytes a weight the products read.
+func TestSavedActivations16Bit(t *testing.T) {
+	p := tinyParams(t)
+	cfg := p.Config()
+	mem := func(name string) StepMemory {
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithPrecision(policy(t, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if _, err := m.Step(mixedBatch(cfg)); err != nil {
+			t.Fatal(err)
+		}
+		s, err := m.Memory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	f := mem("f32")
+	if f.Saved16 != 0 || f.WeightCopies != 0 || f.Saved != f.SavedRun || f.Saved == 0 {
+		t.Errorf("f32 step memory %+v: want no 16-bit values, saved = run > 0", f)
+	}
+	logits := int64(4 * cfg.Batch * cfg.Block * cfg.Vocab)
+	var weights int64 // the linear layers' and the head's
+	for _, name := range p.Names() {
+		if s := p.Shape(name); len(s) == 2 && name != "transformer.wpe.weight" {
+			weights += int64(2 * len(p.Slice(name)))
+		}
+	}
+	for _, name := range []string{"bf16", "fp16"} {
+		s := mem(name)
+		if s.SavedRun != s.Saved || s.Saved16 != s.Saved-logits {
+			t.Errorf("%s: saved %d planned, %d run, %d of it 16-bit; want all but the logits' %d bytes 16-bit", name, s.Saved, s.SavedRun, s.Saved16, logits)
+		}
+		if r := float64(s.Saved) / float64(f.Saved); r > 0.55 {
+			t.Errorf("%s: saved activations %d bytes, %.3fx f32's %d: want at most 0.55x", name, s.Saved, r, f.Saved)
+		}
+		if s.WeightCopies != weights {
+			t.Errorf("%s: weight copies %d bytes, want %d (2 per linear and head weight)", name, s.WeightCopies, weights)
+		}
+		if s.Master != f.Master || s.Master != int64(4*p.Count()) {
+			t.Errorf("%s: master %d bytes, want %d", name, s.Master, 4*p.Count())
+		}
+	}
+}
+
+// TestUnderflowCounted: at the backward's gradient casts fp16 without
+// scaling flushes some nonzero values to zero, a loss scale of 2^16 keeps
+// nearly all of them, and bf16 (float32's exponent range) flushes fewer
+// still; a float32 model has no casts to watch.
+func TestUnderflowCounted(t *testing.T) {
+	p := tinyParams(t)
+	cfg := p.Config()
+	count := func(name string, scale float32) Underflow {
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithPrecision(policy(t, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		u := Underflow{Active: true}
+		if err := m.WatchUnderflow(&u); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetLossScale(scale); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Step(mixedBatch(cfg)); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	raw, scaled, bf := count("fp16-noscale", 1), count("fp16", 1<<16), count("bf16", 1)
+	if raw.Flushed == 0 || raw.Nonzero == 0 || raw.Values < raw.Nonzero {
+		t.Errorf("fp16 without scaling: %+v, want some nonzero gradient values flushed", raw)
+	}
+	if !(scaled.Share() < raw.Share()/10) || bf.Share() > scaled.Share() {
+		t.Errorf("flushed shares: fp16 %.3g unscaled, %.3g at 2^16, bf16 %.3g: want scaling to keep 10x more, bf16 no worse", raw.Share(), scaled.Share(), bf.Share())
+	}
+	t.Logf("flushed: fp16-noscale %+v, fp16 %+v, bf16 %+v", raw, scaled, bf)
+	m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchUnderflow(new(Underflow)); !errors.Is(err, ErrConfig) {
+		t.Errorf("WatchUnderflow on an f32 model: %v, want ErrConfig", err)
+	}
+}
+
+// TestGemm16OnWidenIsTheCastStep: the speed path's graph (the linear
+// layers on internal/bf16gemm) computes on bf16gemm's widen path bitwise
+// what the cast path computes with internal/sgemm, and on every other
+// path this machine has within float32 summation-order error.
+func TestGemm16OnWidenIsTheCastStep(t *testing.T) {
+	p := tinyParams(t)
+	bf := WithPrecision(policy(t, "bf16"))
+	lc, gc := stepOf(t, p, 1, bf)
+	defer func(force bool, path string) {
+		forceGemm16 = force
+		if err := bf16gemm.SetPath(path); err != nil {
+			t.Error(err)
+		}
+	}(forceGemm16, bf16gemm.Path())
+	forceGemm16 = true
+	for _, path := range bf16gemm.Paths() {
+		t.Run(path, func(t *testing.T) {
+			if err := bf16gemm.SetPath(path); err != nil {
+				t.Fatal(err)
+			}
+			cfg := p.Config()
+			m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, bf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gemms := 0
+			for _, n := range m.Graph().AllNodes() {
+				if _, ok := n.Op().(gemm16Op); ok {
+					gemms++
+				}
+			}
+			if want := 3 * (6*cfg.Layers + 1); gemms != want {
+				t.Errorf("%d Gemm16 ops, want %d (forward and two gradients of %d linear layers and the head)", gemms, want, 6*cfg.Layers)
+			}
+			l, g := stepOf(t, p, 1, bf)
+			if path == "widen" {
+				if math.Float32bits(l) != math.Float32bits(lc) || !slices.Equal(g, gc) {
+					t.Errorf("widen: loss %v, cast path %v; gradients equal: %v", l, lc, slices.Equal(g, gc))
+				}
+				return
+			}
+			if worst, at := worstRelDiff(p, g, gc); !(worst <= 1e-4) {
+				t.Errorf("%s: gradients %.3g from the cast path's (%s), want <= 1e-4", path, worst, at)
+			}
+		})
+	}
+}
+
+// TestPrecisionRefused: policies the graph cannot build and a step
+// schedule under a 16-bit policy are configuration errors.
+func TestPrecisionRefused(t *testing.T) {
+	p := tinyParams(t)
+	cfg := p.Config()
+	bf := policy(t, "bf16")
+	odd := bf
+	odd.Gradients = precision.F32
+	half := bf
+	half.Accumulate = precision.BF16
+	for _, tc := range []struct {
+		name string
+		opts []ModelOption
+	}{
+		{"gradients apart", []ModelOption{WithPrecision(odd)}},
+		{"bf16 accumulation", []ModelOption{WithPrecision(half)}},
+		{"with a schedule", []ModelOption{WithPrecision(bf), WithStepSchedule(PlainStepSchedule(cfg))}},
+	} {
+		if _, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, tc.opts...); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: NewModel error %v, want ErrConfig", tc.name, err)
+		}
+	}
+	tc := tinyTrainConfig(t, 2)
+	tc.Precision = "fp8"
+	if err := tc.Validate(); !errors.Is(err, ErrConfig) || !errors.Is(err, precision.ErrUnknownPolicy) {
+		t.Errorf("Validate(precision fp8) = %v, want ErrConfig and ErrUnknownPolicy", err)
+	}
+	sched := PlainStepSchedule(cfg)
+	tc.Precision, tc.Steps = "bf16", &sched
+	if err := tc.Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("Validate(bf16 with a step schedule) = %v, want ErrConfig", err)
+	}
+}
+
+// TestMixedStepAllocatesNothing: the casts run as kernels bound to the
+// arena, so a bf16 step (on the cast path and on the speed path's graph)
+// allocates no more than the float32 step does.
+func TestMixedStepAllocatesNothing(t *testing.T) {
+	p := tinyParams(t)
+	cfg := p.Config()
+	idx, tgt := mixedBatch(cfg)
+	allocs := func(opts ...ModelOption) float64 {
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		return testing.AllocsPerRun(5, func() {
+			if _, err := m.Step(idx, tgt); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	plain := allocs()
+	t.Logf("f32 step: %v allocations", plain)
+	bf := WithPrecision(policy(t, "bf16"))
+	if n := allocs(bf); n > plain {
+		t.Errorf("bf16 step: %v allocations, f32 step %v", n, plain)
+	}
+	defer func(force bool) { forceGemm16 = force }(forceGemm16)
+	forceGemm16 = true
+	if n := allocs(bf); n > plain {
+		t.Errorf("bf16 step on the speed path's graph: %v allocations, f32 step %v", n, plain)
+	}
+}
