@@ -1,0 +1,23 @@
+package parallel
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Every collective on both transports, 2 and 3 ranks, as real processes,
+// against the single-process math, with the byte counts against their
+// models (checkCollectives). Frames of 64 KiB make the larger sizes
+// multi-frame, so the pipelined paths run.
+func TestCollectives(t *testing.T) {
+	for _, tr := range []string{"tcp", "shm"} {
+		for _, p := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%s/p=%d", tr, p), func(t *testing.T) {
+				res := runJob(t, p, "collectives", 0, "TEST_TRANSPORT="+tr, "TEST_CHUNK=65536")
+				if res.err != nil {
+					t.Fatalf("job: %v\n%s", res.err, res.stderr)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package parallel
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LaunchConfig describes a job for Launch.
+type LaunchConfig struct {
+	NProc     int    // workers to start here: ranks 0..NProc-1
+	WorldSize int    // ranks in the job; 0 means NProc. Ranks NProc.. join by hand from elsewhere
+	Master    string // host:port of rank 0's rendezvous; "": 127.0.0.1 and a free port
+	// Deadline is passed to the workers as GPTLAB_DEADLINE (0: theirs).
+	Deadline time.Duration
+	Path     string   // the program every worker runs
+	Args     []string // its arguments
+	Env      []string // added to this process's environment
+	// Rank 0's output goes to Stdout and Stderr as it is. The other ranks'
+	// standard output is discarded (rank 0 prints the report) and each line
+	// of their standard error is prefixed with "rank N: ".
+	Stdout, Stderr io.Writer
+	// Grace is how long, after a worker fails, the others get to exit by
+	// themselves before they are stopped (SIGTERM, then SIGKILL 2 s later).
+	// 0 means 3 s.
+	Grace time.Duration
+}
+
+// JobError is a job that failed: which rank, why, and the exit status the
+// launcher should end with.
+type JobError struct {
+	Rank   int
+	Status int
+	Msg    string
+}
+
+func (e *JobError) Error() string { return e.Msg }
+
+// ErrInterrupted: the launcher was interrupted and stopped every worker.
+var ErrInterrupted = errors.New("interrupted")
+
+type worker struct {
+	rank    int
+	cmd     *exec.Cmd
+	state   *os.ProcessState
+	exited  bool
+	stopped bool // stopped by the launcher
+	verdict string
+	vAt     time.Time
+	vRank   int
+}
+
+// Launch starts cfg.NProc workers with torchrun's environment (RANK,
+// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), each in a process
+// group of its own and killed if the launcher dies, and waits for them.
+// When a worker fails, the others are given cfg.Grace to notice (they fail
+// too, naming the rank), then stopped; the error names the rank at fault:
+// the one the workers' verdict names (each writes it on a status pipe), or
+// else the first to exit badly. Cancelling ctx (an interrupt) sends SIGINT
+// to every worker, SIGKILL after the grace, and returns ErrInterrupted.
+func Launch(ctx context.Context, cfg LaunchConfig) error {
+	if cfg.NProc < 1 {
+		return fmt.Errorf("launch: --nproc %d: want at least 1", cfg.NProc)
+	}
+	world := cfg.WorldSize
+	if world == 0 {
+		world = cfg.NProc
+	}
+	if world < cfg.NProc {
+		return fmt.Errorf("launch: world size %d is smaller than --nproc %d", world, cfg.NProc)
+	}
+	master := cfg.Master
+	if master == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("launch: finding a free port: %w", err)
+		}
+		master = ln.Addr().String()
+		ln.Close()
+	}
+	host, port, err := net.SplitHostPort(master)
+	if err != nil {
+		return fmt.Errorf("launch: --master %q: want HOST:PORT", master)
+	}
+	grace := cfg.Grace
+	if grace == 0 {
+		grace = 3 * time.Second
+	}
+	var jb [6]byte
+	rand.Read(jb[:])
+	job := hex.EncodeToString(jb[:])
+	defer sweepShm(job)
+
+	stderr := &lockedWriter{w: cfg.Stderr}
+	workers := make([]*worker, cfg.NProc)
+	exits := make(chan int, cfg.NProc)
+	var mu sync.Mutex // guards the workers' verdicts
+	var pipes sync.WaitGroup
+	var started []*worker
+	for r := range cfg.NProc {
+		w := &worker{rank: r}
+		cmd := exec.Command(cfg.Path, cfg.Args...)
+		cmd.Env = append(append(os.Environ(), cfg.Env...),
+			EnvRank+"="+strconv.Itoa(r), EnvWorldSize+"="+strconv.Itoa(world), EnvLocalRank+"="+strconv.Itoa(r),
+			EnvMasterAddr+"="+host, EnvMasterPort+"="+port, EnvJob+"="+job, envStatusFD+"=3")
+		if cfg.Deadline > 0 {
+			cmd.Env = append(cmd.Env, EnvDeadline+"="+cfg.Deadline.String())
+		}
+		if r == 0 {
+			cmd.Stdout, cmd.Stderr = cfg.Stdout, stderr
+		} else {
+			cmd.Stderr = &prefixWriter{prefix: fmt.Sprintf("rank %d: ", r), w: stderr}
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			stopAll(started, syscall.SIGKILL)
+			return fmt.Errorf("launch: %w", err)
+		}
+		cmd.ExtraFiles = []*os.File{pw}
+		if err := cmd.Start(); err != nil {
+			pr.Close()
+			pw.Close()
+			stopAll(started, syscall.SIGKILL)
+			for range started {
+				<-exits
+			}
+			return fmt.Errorf("launch: rank %d: %w", r, err)
+		}
+		pw.Close()
+		w.cmd = cmd
+		workers[r] = w
+		started = append(started, w)
+		pipes.Add(1)
+		go func() {
+			defer pipes.Done()
+			defer pr.Close()
+			sc := bufio.NewScanner(pr)
+			if sc.Scan() {
+				rs, msg, _ := strings.Cut(sc.Text(), "\t")
+				mu.Lock()
+				w.verdict, w.vAt = msg, time.Now()
+				w.vRank, _ = strconv.Atoi(rs)
+				mu.Unlock()
+			}
+			io.Copy(io.Discard, pr)
+		}()
+		go func() {
+			cmd.Wait()
+			if p, ok := cmd.Stderr.(*prefixWriter); ok {
+				p.flush()
+			}
+			exits <- r
+		}()
+	}
+
+	var first *worker // the first to exit badly
+	var graceC, killC <-chan time.Time
+	interrupted := false
+	done := ctx.Done()
+	for left := cfg.NProc; left > 0; {
+		select {
+		case r := <-exits:
+			left--
+			w := workers[r]
+			w.exited, w.state = true, w.cmd.ProcessState
+			if !w.state.Success() && first == nil && !interrupted {
+				first = w
+				graceC = time.After(grace)
+			}
+		case <-done:
+			done = nil
+			interrupted = true
+			stopAll(workers, syscall.SIGINT)
+			killC = time.After(grace)
+		case <-graceC:
+			graceC = nil
+			for _, w := range workers {
+				if !w.exited {
+					w.stopped = true
+				}
+			}
+			stopAll(workers, syscall.SIGTERM)
+			stopAll(workers, syscall.SIGCONT) // a stopped process must run to die of SIGTERM
+			killC = time.After(2 * time.Second)
+		case <-killC:
+			killC = nil
+			stopAll(workers, syscall.SIGKILL)
+		}
+	}
+	pipes.Wait()
+	if interrupted {
+		return ErrInterrupted
+	}
+	if first == nil {
+		return nil
+	}
+	return blame(workers, first)
+}
+
+// blame names the rank at fault and the launcher's exit status.
+func blame(workers []*worker, first *worker) *JobError {
+	var v *worker // the earliest verdict
+	for _, w := range workers {
+		if w.verdict != "" && (v == nil || w.vAt.Before(v.vAt)) {
+			v = w
+		}
+	}
+	culprit, msg := first, ""
+	if v != nil {
+		msg = v.verdict
+		if v.vRank >= 0 && v.vRank < len(workers) {
+			culprit = workers[v.vRank]
+		} else {
+			culprit = nil // a rank started elsewhere
+		}
+	}
+	status := 1
+	if culprit == nil {
+		return &JobError{Rank: v.vRank, Status: 1, Msg: msg}
+	}
+	how := describeExit(culprit)
+	if msg == "" {
+		msg = fmt.Sprintf("rank %d %s", culprit.rank, how)
+	} else {
+		msg = fmt.Sprintf("%s (rank %d %s)", msg, culprit.rank, how)
+	}
+	if ws, ok := culprit.state.Sys().(syscall.WaitStatus); ok && ws.Exited() && !culprit.stopped {
+		status = max(1, ws.ExitStatus())
+	}
+	return &JobError{Rank: culprit.rank, Status: status, Msg: msg}
+}
+
+func describeExit(w *worker) string {
+	ws, _ := w.state.Sys().(syscall.WaitStatus)
+	switch {
+	case w.stopped && ws.Signaled():
+		return fmt.Sprintf("was stopped by the launcher (%v)", ws.Signal())
+	case ws.Signaled():
+		return fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
+	case ws.Exited():
+		return fmt.Sprintf("exited with status %d", ws.ExitStatus())
+	}
+	return w.state.String()
+}
+
+func stopAll(workers []*worker, sig syscall.Signal) {
+	for _, w := range workers {
+		if w != nil && !w.exited && w.cmd.Process != nil {
+			syscall.Kill(-w.cmd.Process.Pid, sig) // the worker's process group
+		}
+	}
+}
+
+// sweepShm removes any ring file of the job still in /dev/shm (workers
+// unlink theirs during setup; this covers a worker killed inside it).
+func sweepShm(job string) {
+	files, _ := filepath.Glob(filepath.Join("/dev/shm", "gptlab-"+job+"-*"))
+	for _, f := range files {
+		os.Remove(f)
+	}
+}
+
+// lockedWriter serialises the writes of several workers' streams.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
+// prefixWriter writes whole lines, each after a prefix.
+type prefixWriter struct {
+	prefix string
+	w      io.Writer
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := append([]byte(p.prefix), p.buf[:i+1]...)
+		if _, err := p.w.Write(line); err != nil {
+			return len(b), err
+		}
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+// flush writes what is left of an unterminated last line.
+func (p *prefixWriter) flush() {
+	if len(p.buf) > 0 {
+		p.w.Write(append(append([]byte(p.prefix), p.buf...), '\n'))
+		p.buf = nil
+	}
+}

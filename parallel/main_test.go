@@ -1,0 +1,130 @@
+package parallel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests that need several ranks start real processes: the test binary
+// runs itself with PARALLEL_TEST_WORKER naming a scenario (workers.go's
+// table), and TestMain runs that scenario instead of the tests.
+
+const envWorker = "PARALLEL_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(envWorker); name != "" {
+		os.Exit(runWorker(name))
+	}
+	os.Exit(m.Run())
+}
+
+// jobResult is what a test job left behind.
+type jobResult struct {
+	err     error
+	stderr  string
+	elapsed time.Duration
+}
+
+// runJob launches n workers of a scenario with extra environment.
+func runJob(t *testing.T, n int, scenario string, deadline time.Duration, env ...string) jobResult {
+	t.Helper()
+	var stderr bytes.Buffer
+	t0 := time.Now()
+	err := Launch(context.Background(), LaunchConfig{
+		NProc: n, Path: os.Args[0], Args: []string{"-test.run=^$"},
+		Env:      append([]string{envWorker + "=" + scenario}, env...),
+		Deadline: deadline, Stdout: os.Stdout, Stderr: &stderr, Grace: 500 * time.Millisecond,
+	})
+	res := jobResult{err: err, stderr: stderr.String(), elapsed: time.Since(t0)}
+	if leftover, _ := filepath.Glob("/dev/shm/gptlab-*"); len(leftover) > 0 {
+		t.Errorf("files left in /dev/shm: %v", leftover)
+	}
+	return res
+}
+
+// runWorker runs one rank of a scenario and returns its exit status.
+func runWorker(name string) int {
+	w, ok := workers[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "no worker scenario %q\n", name)
+		return 3
+	}
+	env, err := FromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		return 2
+	}
+	// The runtime's network poller opens its descriptors once, on first
+	// use: start it before counting.
+	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		ln.Close()
+	}
+	goroutines, fds := runtime.NumGoroutine(), openFDs()
+	c, err := Join(context.Background(), env, Options{Transport: os.Getenv("TEST_TRANSPORT"), ChunkBytes: atoiEnv("TEST_CHUNK")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker: join:", err)
+		return 1
+	}
+	if c.Transport() == "shm" {
+		if _, err := os.Stat(ShmPath(env.Job, env.Rank)); !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "worker: %s still linked after setup (%v)\n", ShmPath(env.Job, env.Rank), err)
+			return 1
+		}
+	}
+	werr := w(c)
+	cerr := c.Close()
+	if werr != nil {
+		fmt.Fprintf(os.Stderr, "worker: %v (at %d)\n", werr, time.Now().UnixNano())
+		return 1
+	}
+	if cerr != nil {
+		fmt.Fprintln(os.Stderr, "worker: close:", cerr)
+		return 1
+	}
+	// No goroutine or descriptor outlives the communicator.
+	for i := 0; ; i++ {
+		g, f := runtime.NumGoroutine(), openFDs()
+		if g <= goroutines && f <= fds {
+			break
+		}
+		if i == 100 {
+			buf := make([]byte, 1<<16)
+			fmt.Fprintf(os.Stderr, "worker: leak: %d goroutines (want %d), %d fds (want %d)\n%s\n",
+				g, goroutines, f, fds, buf[:runtime.Stack(buf, true)])
+			return 1
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0
+}
+
+func openFDs() int {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	return len(ents)
+}
+
+func atoiEnv(name string) int {
+	var n int
+	fmt.Sscan(os.Getenv(name), &n)
+	return n
+}
+
+// lines returns the non-empty lines of s that contain sub.
+func lines(s, sub string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" && strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
