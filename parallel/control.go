@@ -121,6 +121,7 @@ type control struct {
 	lastSeen []atomic.Int64
 	started  []atomic.Uint64 // collectives each rank had entered, as of its last heartbeat
 	bye      []atomic.Bool
+	gone     []chan struct{} // closed when q's control connection broke
 	closing  atomic.Bool
 	stop     chan struct{}
 	readers  sync.WaitGroup
@@ -131,7 +132,11 @@ type control struct {
 
 func newControl(c *Comm) *control {
 	ct := &control{c: c, conns: make([]*ctlConn, c.size), lastSeen: make([]atomic.Int64, c.size),
-		started: make([]atomic.Uint64, c.size), bye: make([]atomic.Bool, c.size), stop: make(chan struct{})}
+		started: make([]atomic.Uint64, c.size), bye: make([]atomic.Bool, c.size), stop: make(chan struct{}),
+		gone: make([]chan struct{}, c.size)}
+	for q := range ct.gone {
+		ct.gone[q] = make(chan struct{})
+	}
 	if s := os.Getenv(envStatusFD); s != "" {
 		if fd, err := strconv.Atoi(s); err == nil && fd > 2 {
 			ct.status = os.NewFile(uintptr(fd), "launch-status")
@@ -174,6 +179,7 @@ func (ct *control) readLoop(q int) {
 			if ct.closing.Load() || ct.bye[q].Load() {
 				return
 			}
+			close(ct.gone[q])
 			cause := ErrPeerLost
 			detail := "its control connection closed"
 			if errors.Is(err, ErrMalformed) {
@@ -250,7 +256,14 @@ func (ct *control) report(e *Error) {
 		return
 	}
 	if e.Rank == 0 || ct.bye[0].Load() {
-		c.setVerdict(e) // rank 0 cannot judge its own failure
+		// Rank 0 cannot judge its own failure, but a verdict it sent just
+		// before it went may still be unread on the control connection.
+		select {
+		case <-c.aborted:
+		case <-ct.gone[0]:
+		case <-time.After(min(time.Second, c.deadline/2)):
+		}
+		c.setVerdict(e)
 		return
 	}
 	ct.conns[0].sendJSON(ctlFail, failMsg{e.Rank, causeCode(e.Err), e.Detail, e.coll}, c.deadline)
@@ -311,15 +324,20 @@ func writeStatus(f *os.File, mu *sync.Mutex, e *Error) {
 	fmt.Fprintf(f, "%d\t%s\n", e.Rank, e.Error())
 }
 
-// close says goodbye (when the job has not failed), waits briefly for the
-// other side to close in turn, and releases the connections.
+// close says goodbye (when the job has not failed) and waits briefly for
+// the other side to close in turn, then releases the connections. After a
+// failure it releases them at once.
 func (ct *control) close(goodbye bool) {
 	ct.closing.Store(true)
 	close(ct.stop)
 	ct.beat.Wait()
 	for _, q := range ct.peers() {
 		cc := ct.conns[q]
-		if goodbye && !ct.bye[q].Load() {
+		if !goodbye {
+			cc.conn.Close()
+			continue
+		}
+		if !ct.bye[q].Load() {
 			cc.send(ctlBye, nil, time.Second)
 		}
 		cc.mu.Lock()

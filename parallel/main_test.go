@@ -80,12 +80,12 @@ func runWorker(name string) int {
 			return 1
 		}
 	}
-	werr := w(c)
-	cerr := c.Close()
-	if werr != nil {
-		fmt.Fprintf(os.Stderr, "worker: %v (at %d)\n", werr, time.Now().UnixNano())
+	if err := w(c); err != nil {
+		fmt.Fprintf(os.Stderr, "worker: %v (at %d)\n", err, time.Now().UnixNano())
+		c.Close()
 		return 1
 	}
+	cerr := c.Close()
 	if cerr != nil {
 		fmt.Fprintln(os.Stderr, "worker: close:", cerr)
 		return 1
