@@ -128,3 +128,5 @@ func lines(s, sub string) []string {
 	}
 	return out
 }
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

@@ -1,0 +1,84 @@
+package parallel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The launcher's exit status is the job's: a worker's own status when it
+// exits badly by itself.
+func TestLaunchStatus(t *testing.T) {
+	res := runJob(t, 2, "exit3", 0)
+	var je *JobError
+	if !errors.As(res.err, &je) || je.Status != 3 || !strings.Contains(je.Msg, "exited with status 3") {
+		t.Fatalf("Launch = %v, want a *JobError with status 3 naming the exit", res.err)
+	}
+	if res := runJob(t, 2, "collectives", 0, "TEST_TRANSPORT=shm"); res.err != nil {
+		t.Fatalf("Launch of a passing job = %v, want nil\n%s", res.err, res.stderr)
+	}
+}
+
+// An interrupt stops every worker and says so.
+func TestLaunchInterrupt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	t0 := time.Now()
+	err := Launch(ctx, LaunchConfig{NProc: 2, Path: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{envWorker + "=sleep"}, Grace: 500 * time.Millisecond})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Launch after cancel = %v, want ErrInterrupted", err)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Fatalf("interrupted job took %v to stop", took)
+	}
+}
+
+// A worker started by hand with torchrun's variables joins a launched
+// job: here rank 1 of 2, beside a launcher that starts only rank 0.
+func TestJoinByHand(t *testing.T) {
+	ln := freeAddr(t)
+	host, port, _ := strings.Cut(ln, ":")
+	hand := exec.Command(os.Args[0], "-test.run=^$")
+	hand.Env = append(os.Environ(), envWorker+"=collectives", "TEST_TRANSPORT=tcp",
+		"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR="+host, "MASTER_PORT="+port)
+	var handErr bytes.Buffer
+	hand.Stderr = &handErr
+	if err := hand.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	err := Launch(context.Background(), LaunchConfig{NProc: 1, WorldSize: 2, Master: ln, Path: os.Args[0],
+		Args: []string{"-test.run=^$"}, Env: []string{envWorker + "=collectives", "TEST_TRANSPORT=tcp"}, Stderr: &stderr})
+	herr := hand.Wait()
+	if err != nil || herr != nil {
+		t.Fatalf("launched rank 0: %v %s; rank 1 by hand: %v %s", err, stderr.String(), herr, handErr.String())
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestPrefixWriter(t *testing.T) {
+	var b bytes.Buffer
+	p := &prefixWriter{prefix: "rank 1: ", w: &b}
+	p.Write([]byte("one\ntw"))
+	p.Write([]byte("o\nthree"))
+	p.flush()
+	if want := "rank 1: one\nrank 1: two\nrank 1: three\n"; b.String() != want {
+		t.Fatalf("prefixed output %q, want %q", b.String(), want)
+	}
+}
