@@ -36,6 +36,10 @@ type Env struct {
 // Launched reports whether the process runs as a rank of a job (RANK is set).
 func Launched() bool { return os.Getenv(EnvRank) != "" }
 
+// UnderMPI reports whether the process was started by OpenMPI's mpirun
+// (its rank and size then come from MPI: Options{Transport: "mpi"}).
+func UnderMPI() bool { return os.Getenv("OMPI_COMM_WORLD_SIZE") != "" }
+
 // FromEnv reads the job from the environment. Every variable is checked:
 // the error names the one at fault and its value.
 func FromEnv() (Env, error) { return ParseEnv(os.Getenv) }

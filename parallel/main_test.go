@@ -24,8 +24,15 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv(envWorker); name != "" {
 		os.Exit(runWorker(name))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
+	os.Exit(code)
 }
+
+// afterTests run once the tests are done (the MPI build finalises MPI).
+var afterTests []func()
 
 // jobResult is what a test job left behind.
 type jobResult struct {
