@@ -324,20 +324,21 @@ func writeStatus(f *os.File, mu *sync.Mutex, e *Error) {
 	fmt.Fprintf(f, "%d\t%s\n", e.Rank, e.Error())
 }
 
-// close says goodbye (when the job has not failed) and waits briefly for
-// the other side to close in turn, then releases the connections. After a
-// failure it releases them at once.
+// close says goodbye (when the job has not failed), ends its side of
+// every control connection and waits briefly for the other side to end
+// theirs, reading what is left, so that what this rank sent last (a
+// goodbye, a verdict) is delivered, not reset.
 func (ct *control) close(goodbye bool) {
 	ct.closing.Store(true)
 	close(ct.stop)
 	ct.beat.Wait()
+	linger := min(time.Second, ct.c.deadline)
+	if !goodbye {
+		linger = min(200*time.Millisecond, linger) // the job failed: be quick
+	}
 	for _, q := range ct.peers() {
 		cc := ct.conns[q]
-		if !goodbye {
-			cc.conn.Close()
-			continue
-		}
-		if !ct.bye[q].Load() {
+		if goodbye && !ct.bye[q].Load() {
 			cc.send(ctlBye, nil, time.Second)
 		}
 		cc.mu.Lock()
@@ -345,7 +346,7 @@ func (ct *control) close(goodbye bool) {
 			tc.CloseWrite()
 		}
 		cc.mu.Unlock()
-		cc.conn.SetReadDeadline(time.Now().Add(min(time.Second, ct.c.deadline)))
+		cc.conn.SetReadDeadline(time.Now().Add(linger))
 	}
 	ct.readers.Wait()
 	for _, q := range ct.peers() {

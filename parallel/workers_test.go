@@ -193,18 +193,23 @@ func loop(c *Comm) error {
 	return fmt.Errorf("1000 all-reduces and no failure")
 }
 
-// killScenario: the failing rank kills itself with SIGKILL after its 5th
-// frame, in the middle of an all-reduce.
-func killScenario(c *Comm) error {
-	if c.Rank() == failingRank() {
-		SetOnSend(c, func(sent uint64) {
-			if sent == 5 {
-				fmt.Fprintf(os.Stderr, "killing myself at %d\n", time.Now().UnixNano())
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-				time.Sleep(time.Minute)
-			}
-		})
+// atFrame makes the failing rank send itself sig after its 5th frame, in
+// the middle of an all-reduce, saying when on stderr.
+func atFrame(c *Comm, what string, sig syscall.Signal) {
+	if c.Rank() != failingRank() {
+		return
 	}
+	SetOnSend(c, func(sent uint64) {
+		if sent == 5 {
+			fmt.Fprintf(os.Stderr, "%s myself at %d\n", what, time.Now().UnixNano())
+			syscall.Kill(os.Getpid(), sig)
+		}
+	})
+}
+
+// killScenario: the failing rank dies of SIGKILL mid-collective.
+func killScenario(c *Comm) error {
+	atFrame(c, "killing", syscall.SIGKILL)
 	return loop(c)
 }
 
@@ -216,16 +221,9 @@ func corruptScenario(c *Comm) error {
 	return loop(c)
 }
 
-// hangScenario: the failing rank stops itself (SIGSTOP) after its 5th
-// frame: alive, silent, holding its sockets open.
+// hangScenario: the failing rank stops (SIGSTOP) mid-collective: alive,
+// silent, holding its sockets open.
 func hangScenario(c *Comm) error {
-	if c.Rank() == failingRank() {
-		SetOnSend(c, func(sent uint64) {
-			if sent == 5 {
-				fmt.Fprintf(os.Stderr, "stopping myself at %d\n", time.Now().UnixNano())
-				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-			}
-		})
-	}
+	atFrame(c, "stopping", syscall.SIGSTOP)
 	return loop(c)
 }
