@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +36,46 @@ type tcpRing struct {
 	// corrupt, when > 0, flips a payload bit of the corrupt-th frame sent
 	// after its checksum was computed (tests of the receiver's checks).
 	corrupt int
+
+	prevRaw syscall.RawConn // for reads that poll before they park
+}
+
+// spinReads is how many times a small read polls the socket (a few tens
+// of µs) before it parks on Go's network poller: a wake-up through the
+// poller costs more than the latency of a small frame.
+const spinReads = 100
+
+// readFull fills buf from the previous rank. Small reads poll first.
+func (t *tcpRing) readFull(buf []byte, spin bool) error {
+	if !spin {
+		_, err := io.ReadFull(t.prev, buf)
+		return err
+	}
+	for len(buf) > 0 {
+		var n int
+		var rerr error
+		err := t.prevRaw.Read(func(fd uintptr) bool {
+			for i := 0; ; i++ {
+				n, rerr = syscall.Read(int(fd), buf)
+				if rerr == syscall.EINTR {
+					continue
+				}
+				if rerr != syscall.EAGAIN || i >= spinReads {
+					return rerr != syscall.EAGAIN
+				}
+			}
+		})
+		switch {
+		case err != nil:
+			return err
+		case rerr != nil:
+			return rerr
+		case n == 0:
+			return io.ErrUnexpectedEOF
+		}
+		buf = buf[n:]
+	}
+	return nil
 }
 
 func (c *Comm) setupTCP(ctx context.Context, p peersMsg, ln net.Listener) (transport, error) {
@@ -86,6 +127,12 @@ func (c *Comm) setupTCP(ctx context.Context, p peersMsg, ln net.Listener) (trans
 		tc.SetWriteBuffer(4 << 20)
 		tc.SetDeadline(time.Time{})
 	}
+	raw, err := t.prev.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	t.prevRaw = raw
 	return t, nil
 }
 
@@ -197,7 +244,7 @@ func (t *tcpRing) recvAll(o *op, pl *plan, recvd chan<- struct{}) error {
 	c := t.c
 	for _, r := range pl.recvs {
 		t.prev.SetReadDeadline(time.Now().Add(c.deadline))
-		if _, err := io.ReadFull(t.prev, t.rhdr[:]); err != nil {
+		if err := t.readFull(t.rhdr[:], true); err != nil {
 			return t.linkErr(o, t.prevRank, "receiving from it", err)
 		}
 		h, sum, err := parseHeader(t.rhdr[:])
@@ -216,7 +263,7 @@ func (t *tcpRing) recvAll(o *op, pl *plan, recvd chan<- struct{}) error {
 			}
 			in = t.scratch[:r.n]
 		}
-		if _, err := io.ReadFull(t.prev, in); err != nil {
+		if err := t.readFull(in, r.n <= 64<<10); err != nil {
 			return t.linkErr(o, t.prevRank, "receiving from it", err)
 		}
 		if err := checkCRC(t.rhdr[:], in, sum); err != nil {
