@@ -161,7 +161,17 @@ func (t *tcpRing) close() error {
 	return errors.Join(errs...)
 }
 
+// inlineSendBytes bounds the frames a collective may send from the
+// receiving goroutine: far below what the socket buffers hold (4 MiB
+// asked for each way), so such sends never block, and a small
+// collective needs no second goroutine (whose wake-up would cost more
+// than the collective).
+const inlineSendBytes = 256 << 10
+
 func (t *tcpRing) run(o *op, pl *plan) error {
+	if pl.sendBytes() <= inlineSendBytes {
+		return t.runInline(o, pl)
+	}
 	recvd := make(chan struct{}, len(pl.recvs))
 	stop := make(chan struct{})
 	sendErr := make(chan error, 1)
@@ -181,11 +191,29 @@ func (t *tcpRing) run(o *op, pl *plan) error {
 	return err
 }
 
+// runInline sends each frame as soon as the receives it waits for are in.
+func (t *tcpRing) runInline(o *op, pl *plan) error {
+	si := 0
+	for ri := 0; ; ri++ {
+		for si < len(pl.sends) && pl.sends[si].after <= ri {
+			if err := t.send(o, &pl.sends[si]); err != nil {
+				return err
+			}
+			si++
+		}
+		if ri == len(pl.recvs) {
+			return nil
+		}
+		if err := t.recv(o, &pl.recvs[ri]); err != nil {
+			return err
+		}
+	}
+}
+
 func (t *tcpRing) sendAll(o *op, pl *plan, recvd <-chan struct{}, stop <-chan struct{}) error {
-	c := t.c
 	done := 0
-	for _, s := range pl.sends {
-		for done < s.after {
+	for i := range pl.sends {
+		for done < pl.sends[i].after {
 			select {
 			case <-recvd:
 				done++
@@ -193,39 +221,48 @@ func (t *tcpRing) sendAll(o *op, pl *plan, recvd <-chan struct{}, stop <-chan st
 				return nil
 			}
 		}
-		payload := o.buf[s.off : s.off+s.n]
-		h := header{kind: uint8(o.kind), length: uint32(s.n), seq: t.sendSeq, coll: o.coll}
-		t.next.SetWriteDeadline(time.Now().Add(c.deadline))
-		bad := t.corruptNext() && s.n > 0
-		var err error
-		if s.n <= 64<<10 {
-			t.stage = append(t.stage[:0], make([]byte, headerLen)...)
-			t.stage = append(t.stage, payload...)
-			putHeader(t.stage, h, t.stage[headerLen:])
-			if bad {
-				t.stage[headerLen+s.n/2] ^= 0x10
-			}
-			_, err = t.next.Write(t.stage)
-		} else {
-			var hdr [headerLen]byte
-			putHeader(hdr[:], h, payload)
-			if bad {
-				payload[s.n/2] ^= 0x10
-			}
-			bufs := net.Buffers{hdr[:], payload}
-			_, err = bufs.WriteTo(t.next)
-			if bad {
-				payload[s.n/2] ^= 0x10 // the caller's data is left as it was
-			}
+		if err := t.send(o, &pl.sends[i]); err != nil {
+			return err
 		}
-		if err != nil {
-			return t.linkErr(o, t.nextRank, "sending to it", err)
+	}
+	return nil
+}
+
+// send writes one frame to the next rank.
+func (t *tcpRing) send(o *op, s *xfer) error {
+	c := t.c
+	payload := o.buf[s.off : s.off+s.n]
+	h := header{kind: uint8(o.kind), length: uint32(s.n), seq: t.sendSeq, coll: o.coll}
+	t.next.SetWriteDeadline(time.Now().Add(c.deadline))
+	bad := t.corruptNext() && s.n > 0
+	var err error
+	if s.n <= 64<<10 {
+		t.stage = append(t.stage[:0], make([]byte, headerLen)...)
+		t.stage = append(t.stage, payload...)
+		putHeader(t.stage, h, t.stage[headerLen:])
+		if bad {
+			t.stage[headerLen+s.n/2] ^= 0x10
 		}
-		t.sendSeq++
-		c.count.addSent(o.kind, s.n, headerLen)
-		if c.onSend != nil {
-			c.onSend(uint64(t.sendSeq))
+		_, err = t.next.Write(t.stage)
+	} else {
+		var hdr [headerLen]byte
+		putHeader(hdr[:], h, payload)
+		if bad {
+			payload[s.n/2] ^= 0x10
 		}
+		bufs := net.Buffers{hdr[:], payload}
+		_, err = bufs.WriteTo(t.next)
+		if bad {
+			payload[s.n/2] ^= 0x10 // the caller's data is left as it was
+		}
+	}
+	if err != nil {
+		return t.linkErr(o, t.nextRank, "sending to it", err)
+	}
+	t.sendSeq++
+	c.count.addSent(o.kind, s.n, headerLen)
+	if c.onSend != nil {
+		c.onSend(uint64(t.sendSeq))
 	}
 	return nil
 }
@@ -241,43 +278,55 @@ func (t *tcpRing) corruptNext() bool {
 }
 
 func (t *tcpRing) recvAll(o *op, pl *plan, recvd chan<- struct{}) error {
-	c := t.c
-	for _, r := range pl.recvs {
-		t.prev.SetReadDeadline(time.Now().Add(c.deadline))
-		if err := t.readFull(t.rhdr[:], true); err != nil {
-			return t.linkErr(o, t.prevRank, "receiving from it", err)
+	for i := range pl.recvs {
+		if err := t.recv(o, &pl.recvs[i]); err != nil {
+			return err
 		}
-		h, sum, err := parseHeader(t.rhdr[:])
-		if err == nil {
-			err = h.expect(header{kind: uint8(o.kind), length: uint32(r.n), seq: t.recvSeq, coll: o.coll})
-		}
-		if err != nil {
-			return c.fail(&Error{Rank: t.prevRank, Err: ErrMalformed, coll: int64(o.coll),
-				Detail: fmt.Sprintf("%v (frame %d, %s)", unwrapMalformed(err), t.recvSeq, c.where(o))})
-		}
-		dst := o.buf[r.off : r.off+r.n]
-		in := dst
-		if r.reduce {
-			if cap(t.scratch) < r.n {
-				t.scratch = make([]byte, r.n)
-			}
-			in = t.scratch[:r.n]
-		}
-		if err := t.readFull(in, r.n <= 64<<10); err != nil {
-			return t.linkErr(o, t.prevRank, "receiving from it", err)
-		}
-		if err := checkCRC(t.rhdr[:], in, sum); err != nil {
-			return c.fail(&Error{Rank: t.prevRank, Err: ErrMalformed, coll: int64(o.coll),
-				Detail: fmt.Sprintf("%v (frame %d, %s)", unwrapMalformed(err), t.recvSeq, c.where(o))})
-		}
-		if r.reduce {
-			addInto(dst, in)
-		}
-		t.recvSeq++
-		c.count.addRecv(o.kind, r.n, headerLen)
 		recvd <- struct{}{}
 	}
 	return nil
+}
+
+// recv reads one frame from the previous rank, checks it, and copies or
+// adds it into the buffer.
+func (t *tcpRing) recv(o *op, r *xfer) error {
+	c := t.c
+	t.prev.SetReadDeadline(time.Now().Add(c.deadline))
+	if err := t.readFull(t.rhdr[:], true); err != nil {
+		return t.linkErr(o, t.prevRank, "receiving from it", err)
+	}
+	h, sum, err := parseHeader(t.rhdr[:])
+	if err == nil {
+		err = h.expect(header{kind: uint8(o.kind), length: uint32(r.n), seq: t.recvSeq, coll: o.coll})
+	}
+	if err != nil {
+		return t.malformed(o, err)
+	}
+	dst := o.buf[r.off : r.off+r.n]
+	in := dst
+	if r.reduce {
+		if cap(t.scratch) < r.n {
+			t.scratch = make([]byte, r.n)
+		}
+		in = t.scratch[:r.n]
+	}
+	if err := t.readFull(in, r.n <= 64<<10); err != nil {
+		return t.linkErr(o, t.prevRank, "receiving from it", err)
+	}
+	if err := checkCRC(t.rhdr[:], in, sum); err != nil {
+		return t.malformed(o, err)
+	}
+	if r.reduce {
+		addInto(dst, in)
+	}
+	t.recvSeq++
+	c.count.addRecv(o.kind, r.n, headerLen)
+	return nil
+}
+
+func (t *tcpRing) malformed(o *op, err error) error {
+	return t.c.fail(&Error{Rank: t.prevRank, Err: ErrMalformed, coll: int64(o.coll),
+		Detail: fmt.Sprintf("%v (frame %d, %s)", unwrapMalformed(err), t.recvSeq, t.c.where(o))})
 }
 
 // linkErr turns a failed read or write on the link to rank q into the
