@@ -15,9 +15,3 @@ func SetCorrupt(c *Comm, n int) {
 
 // SetOnSend installs a function called after every frame this rank sends.
 func SetOnSend(c *Comm, f func(sent uint64)) { c.onSend = f }
-
-// RingPlan exposes the schedule to the tests.
-func RingPlanFrames(kind Kind, n, p, rank, root, chunk int) (sends, recvs int) {
-	pl := ringPlan(kind, n, 4, p, rank, root, chunk)
-	return len(pl.sends), len(pl.recvs)
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -301,9 +300,4 @@ func deadlineOf(ctx context.Context) time.Time {
 type linkHello struct {
 	Job  string `json:"job"`
 	Rank int    `json:"rank"`
-}
-
-func marshal(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }
