@@ -53,10 +53,11 @@ type Comm struct {
 	ctl     *control // nil when the world has one rank
 	started atomic.Uint64
 
-	verdict atomic.Pointer[Error]
-	aborted chan struct{} // closed when verdict is set
-	closeMu sync.Mutex
-	done    bool
+	verdict   atomic.Pointer[Error]
+	aborted   chan struct{} // closed when verdict is set
+	verdictMu sync.Mutex    // held while the verdict is told to the others
+	closeMu   sync.Mutex
+	done      bool
 
 	plans map[planKey]*plan
 
@@ -318,6 +319,8 @@ func (c *Comm) Close() error {
 	c.issueMu.Unlock()
 	c.streamWG.Wait()
 	if c.ctl != nil {
+		c.verdictMu.Lock() // a verdict being told is told before the links close
+		c.verdictMu.Unlock()
 		c.ctl.close(c.verdict.Load() == nil)
 	}
 	return c.tr.close()
@@ -341,6 +344,8 @@ func (c *Comm) fail(e *Error) error {
 
 // setVerdict records the job's failure once and unblocks every wait.
 func (c *Comm) setVerdict(e *Error) {
+	c.verdictMu.Lock()
+	defer c.verdictMu.Unlock()
 	if !c.verdict.CompareAndSwap(nil, e) {
 		return
 	}

@@ -37,15 +37,6 @@ type plan struct {
 	sends, recvs []xfer
 }
 
-// sendBytes is the payload the plan sends.
-func (pl *plan) sendBytes() int {
-	n := 0
-	for _, s := range pl.sends {
-		n += s.n
-	}
-	return n
-}
-
 // frames cuts the byte range [lo, hi) into frames of at most chunk bytes.
 func frames(lo, hi, chunk int) [][2]int {
 	var out [][2]int
