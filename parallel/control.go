@@ -126,8 +126,6 @@ type control struct {
 	stop     chan struct{}
 	readers  sync.WaitGroup
 	beat     sync.WaitGroup
-	status   *os.File // the launcher's status pipe, or nil
-	statusMu sync.Mutex
 }
 
 func newControl(c *Comm) *control {
@@ -136,11 +134,6 @@ func newControl(c *Comm) *control {
 		gone: make([]chan struct{}, c.size)}
 	for q := range ct.gone {
 		ct.gone[q] = make(chan struct{})
-	}
-	if s := os.Getenv(envStatusFD); s != "" {
-		if fd, err := strconv.Atoi(s); err == nil && fd > 2 {
-			ct.status = os.NewFile(uintptr(fd), "launch-status")
-		}
 	}
 	return ct
 }
@@ -311,17 +304,30 @@ func (ct *control) verdictSet(e *Error) {
 			}
 		}
 	}
-	writeStatus(ct.status, &ct.statusMu, e)
+	writeStatus(e)
+}
+
+// The launcher's status pipe (GPTLAB_STATUS_FD), opened once per
+// process and kept open: a process may join several communicators.
+var status struct {
+	once sync.Once
+	mu   sync.Mutex
+	f    *os.File
 }
 
 // writeStatus gives the launcher the job's failure: "RANK<TAB>message".
-func writeStatus(f *os.File, mu *sync.Mutex, e *Error) {
-	if f == nil {
+func writeStatus(e *Error) {
+	status.once.Do(func() {
+		if fd, err := strconv.Atoi(os.Getenv(envStatusFD)); err == nil && fd > 2 {
+			status.f = os.NewFile(uintptr(fd), "launch-status")
+		}
+	})
+	if status.f == nil {
 		return
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	fmt.Fprintf(f, "%d\t%s\n", e.Rank, e.Error())
+	status.mu.Lock()
+	defer status.mu.Unlock()
+	fmt.Fprintf(status.f, "%d\t%s\n", e.Rank, e.Error())
 }
 
 // close says goodbye (when the job has not failed), ends its side of
@@ -351,8 +357,5 @@ func (ct *control) close(goodbye bool) {
 	ct.readers.Wait()
 	for _, q := range ct.peers() {
 		ct.conns[q].conn.Close()
-	}
-	if ct.status != nil {
-		ct.status.Close()
 	}
 }

@@ -54,6 +54,7 @@ func (c *Comm) join(ctx context.Context, env Env, want string) (err error) {
 	if want == "" {
 		want = "auto"
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.deadline)
 	defer cancel()
 	ct := newControl(c)
@@ -63,6 +64,9 @@ func (c *Comm) join(ctx context.Context, env Env, want string) (err error) {
 		if dataLn != nil {
 			dataLn.Close()
 		}
+		if err != nil && parent.Err() != nil {
+			err = fmt.Errorf("rank %d: joining the job: %w", c.rank, parent.Err()) // interrupted, not failed
+		}
 		if err != nil {
 			for _, cc := range ct.conns {
 				if cc != nil {
@@ -71,10 +75,7 @@ func (c *Comm) join(ctx context.Context, env Env, want string) (err error) {
 			}
 			var e *Error
 			if errors.As(err, &e) {
-				writeStatus(ct.status, &ct.statusMu, e)
-			}
-			if ct.status != nil {
-				ct.status.Close()
+				writeStatus(e)
 			}
 		}
 	}()
