@@ -25,6 +25,7 @@ func TestFailures(t *testing.T) {
 	}{
 		{"kill", "tcp", 3, "rank 1 failed: connection lost", "killed by signal 9", deadline},
 		{"kill", "shm", 3, "rank 1 failed: connection lost", "killed by signal 9", deadline},
+		{"rejoin-kill", "tcp", 2, "rank 1 failed: connection lost", "killed by signal 9", deadline},
 		{"corrupt", "tcp", 2, "rank 1 failed: malformed frame: checksum", "", deadline},
 		{"corrupt", "shm", 2, "rank 1 failed: malformed frame: length", "", deadline},
 		{"hang", "shm", 3, "rank 1 failed: deadline passed", "stopped by the launcher", 2 * deadline},

@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +15,7 @@ import (
 var workers = map[string]func(c *Comm) error{
 	"collectives": checkCollectives,
 	"kill":        killScenario,
+	"rejoin-kill": rejoinKillScenario,
 	"corrupt":     corruptScenario,
 	"hang":        hangScenario,
 	"exit3":       func(c *Comm) error { c.Barrier(); os.Exit(3); return nil },
@@ -211,6 +213,23 @@ func atFrame(c *Comm, what string, sig syscall.Signal) {
 func killScenario(c *Comm) error {
 	atFrame(c, "killing", syscall.SIGKILL)
 	return loop(c)
+}
+
+// rejoinKillScenario: the job closes its communicator and joins again (as
+// bench allreduce does, once per transport) before the kill: the verdict
+// must still reach the launcher.
+func rejoinKillScenario(c *Comm) error {
+	if err := c.Barrier(); err != nil {
+		return err
+	}
+	c.Close()
+	env, _ := FromEnv()
+	c2, err := Join(context.Background(), env, Options{Transport: c.Transport()})
+	if err != nil {
+		return err
+	}
+	defer c2.Close()
+	return killScenario(c2)
 }
 
 // corruptScenario: the failing rank's 3rd frame is malformed.
