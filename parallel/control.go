@@ -44,14 +44,16 @@ type ctlConn struct {
 	conn net.Conn
 	wbuf []byte
 	rhdr [headerLen]byte
+	rtrl [trailerLen]byte
 }
 
 func (cc *ctlConn) send(kind uint8, payload []byte, d time.Duration) error {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	cc.wbuf = append(cc.wbuf[:0], make([]byte, headerLen)...)
+	putHeader(cc.wbuf, header{kind: kind, length: uint32(len(payload))})
 	cc.wbuf = append(cc.wbuf, payload...)
-	putHeader(cc.wbuf, header{kind: kind, length: uint32(len(payload))}, payload)
+	cc.wbuf = binary.LittleEndian.AppendUint32(cc.wbuf, frameCRC(cc.wbuf, payload))
 	cc.conn.SetWriteDeadline(time.Now().Add(d))
 	_, err := cc.conn.Write(cc.wbuf)
 	return err
@@ -66,7 +68,7 @@ func (cc *ctlConn) recv(d time.Duration) (uint8, []byte, error) {
 	if _, err := io.ReadFull(cc.conn, cc.rhdr[:]); err != nil {
 		return 0, nil, err
 	}
-	h, sum, err := parseHeader(cc.rhdr[:])
+	h, err := parseHeader(cc.rhdr[:])
 	if err != nil {
 		return 0, nil, err
 	}
@@ -77,7 +79,10 @@ func (cc *ctlConn) recv(d time.Duration) (uint8, []byte, error) {
 	if _, err := io.ReadFull(cc.conn, payload); err != nil {
 		return 0, nil, err
 	}
-	if err := checkCRC(cc.rhdr[:], payload, sum); err != nil {
+	if _, err := io.ReadFull(cc.conn, cc.rtrl[:]); err != nil {
+		return 0, nil, err
+	}
+	if err := checkCRC(frameCRC(cc.rhdr[:], payload), cc.rtrl[:], len(payload)); err != nil {
 		return 0, nil, err
 	}
 	return h.kind, payload, nil

@@ -6,7 +6,8 @@ import (
 	"hash/crc32"
 )
 
-// A frame is one message on a TCP link: a 20-byte header, then the payload.
+// A frame is one message on a TCP link: a 16-byte header, the payload,
+// and a 4-byte trailer.
 //
 //	offset  size  field
 //	0       2     magic 0x6770 ("gp")
@@ -16,13 +17,18 @@ import (
 //	8       4     sequence: frames sent on this link before this one
 //	12      4     collective id: collectives issued on the communicator
 //	              before this one (0 for control messages)
-//	16      4     CRC-32C of bytes 0-15 and the payload
+//	16      n     payload
+//	16+n    4     CRC-32C of the header and the payload
 //
-// All fields are little-endian. The receiver knows which frame comes
+// All fields are little-endian. The checksum trails the payload so both
+// sides can compute it piece by piece as the bytes go through the socket,
+// while they are still in cache. The receiver knows which frame comes
 // next (the ring schedule is the same on both sides), so every field is
 // checked against what it expects, and a mismatch names the field.
 const (
-	headerLen  = 20
+	headerLen  = 16
+	trailerLen = 4
+	framing    = headerLen + trailerLen // bytes a frame adds to its payload
 	frameMagic = 0x6770
 	// maxControlLen bounds a control message's payload.
 	maxControlLen = 1 << 16
@@ -37,41 +43,39 @@ type header struct {
 	coll   uint32
 }
 
-// putHeader writes h and the checksum of h and payload into b[:headerLen].
-func putHeader(b []byte, h header, payload []byte) {
+// putHeader writes h into b[:headerLen].
+func putHeader(b []byte, h header) {
 	binary.LittleEndian.PutUint16(b[0:], frameMagic)
 	b[2] = h.kind
 	b[3] = 0
 	binary.LittleEndian.PutUint32(b[4:], h.length)
 	binary.LittleEndian.PutUint32(b[8:], h.seq)
 	binary.LittleEndian.PutUint32(b[12:], h.coll)
-	binary.LittleEndian.PutUint32(b[16:], frameCRC(b[:16], payload))
 }
 
-func frameCRC(head, payload []byte) uint32 {
-	return crc32.Update(crc32.Update(0, castagnoli, head), castagnoli, payload)
-}
+// crcUpdate extends a running frame checksum over more of its bytes.
+func crcUpdate(sum uint32, b []byte) uint32 { return crc32.Update(sum, castagnoli, b) }
 
-// parseHeader decodes a header and checks its magic and reserved byte; it
-// returns the checksum the sender wrote, to be compared once the payload
-// has arrived.
-func parseHeader(b []byte) (header, uint32, error) {
+// frameCRC is the checksum of a whole frame.
+func frameCRC(head, payload []byte) uint32 { return crcUpdate(crcUpdate(0, head[:headerLen]), payload) }
+
+// parseHeader decodes a header and checks its magic and reserved byte.
+func parseHeader(b []byte) (header, error) {
 	if len(b) < headerLen {
-		return header{}, 0, fmt.Errorf("%w: header of %d bytes, want %d", ErrMalformed, len(b), headerLen)
+		return header{}, fmt.Errorf("%w: header of %d bytes, want %d", ErrMalformed, len(b), headerLen)
 	}
 	if m := binary.LittleEndian.Uint16(b); m != frameMagic {
-		return header{}, 0, fmt.Errorf("%w: magic %#04x, want %#04x", ErrMalformed, m, frameMagic)
+		return header{}, fmt.Errorf("%w: magic %#04x, want %#04x", ErrMalformed, m, frameMagic)
 	}
 	if b[3] != 0 {
-		return header{}, 0, fmt.Errorf("%w: reserved byte %#02x, want 0", ErrMalformed, b[3])
+		return header{}, fmt.Errorf("%w: reserved byte %#02x, want 0", ErrMalformed, b[3])
 	}
-	h := header{
+	return header{
 		kind:   b[2],
 		length: binary.LittleEndian.Uint32(b[4:]),
 		seq:    binary.LittleEndian.Uint32(b[8:]),
 		coll:   binary.LittleEndian.Uint32(b[12:]),
-	}
-	return h, binary.LittleEndian.Uint32(b[16:]), nil
+	}, nil
 }
 
 // expect checks a received header against the one the schedule expects.
@@ -89,10 +93,11 @@ func (h header) expect(want header) error {
 	return nil
 }
 
-// checkCRC compares the checksum of a received frame.
-func checkCRC(head []byte, payload []byte, sent uint32) error {
-	if got := frameCRC(head[:16], payload); got != sent {
-		return fmt.Errorf("%w: checksum %#08x, want %#08x (%d-byte payload)", ErrMalformed, got, sent, len(payload))
+// checkCRC compares a received frame's checksum (sum, computed over what
+// arrived) with its trailer.
+func checkCRC(sum uint32, trailer []byte, n int) error {
+	if want := binary.LittleEndian.Uint32(trailer); sum != want {
+		return fmt.Errorf("%w: checksum %#08x, want %#08x (%d-byte payload)", ErrMalformed, sum, want, n)
 	}
 	return nil
 }

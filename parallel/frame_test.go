@@ -1,42 +1,52 @@
 package parallel
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 )
 
+// frame lays out a whole frame: header, payload, trailer.
+func frame(h header, payload []byte) []byte {
+	b := make([]byte, headerLen, headerLen+len(payload)+trailerLen)
+	putHeader(b, h)
+	b = append(b, payload...)
+	return binary.LittleEndian.AppendUint32(b, frameCRC(b, payload))
+}
+
+// receive checks a frame as a receiver does.
+func receive(f []byte) (header, error) {
+	h, err := parseHeader(f)
+	if err != nil {
+		return h, err
+	}
+	n := len(f) - framing
+	return h, checkCRC(frameCRC(f, f[headerLen:headerLen+n]), f[headerLen+n:], n)
+}
+
 func TestFrameChecks(t *testing.T) {
 	payload := []byte("a payload of some bytes")
 	h := header{kind: uint8(AllReduce), length: uint32(len(payload)), seq: 7, coll: 3}
-	var b [headerLen]byte
-	putHeader(b[:], h, payload)
-	got, sum, err := parseHeader(b[:])
-	if err != nil || got != h {
-		t.Fatalf("parseHeader(putHeader(%+v)) = %+v, %v", h, got, err)
-	}
-	if err := checkCRC(b[:], payload, sum); err != nil {
-		t.Fatalf("checkCRC of an intact frame: %v", err)
+	if got, err := receive(frame(h, payload)); err != nil || got != h {
+		t.Fatalf("receive(frame(%+v)) = %+v, %v", h, got, err)
 	}
 	for _, tc := range []struct {
-		name   string
-		damage func(hdr []byte, payload []byte)
-		want   string
+		name string
+		at   int // byte to damage
+		want string
 	}{
-		{"payload bit", func(_, p []byte) { p[3] ^= 1 }, "checksum"},
-		{"sequence", func(hd, _ []byte) { hd[8]++ }, "checksum"},
-		{"magic", func(hd, _ []byte) { hd[0]++ }, "magic"},
-		{"reserved", func(hd, _ []byte) { hd[3] = 1 }, "reserved"},
+		{"payload bit", headerLen + 3, "checksum"},
+		{"sequence", 8, "checksum"},
+		{"trailer", headerLen + len(payload), "checksum"},
+		{"magic", 0, "magic"},
+		{"reserved", 3, "reserved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hd, p := b, []byte(string(payload))
-			tc.damage(hd[:], p)
-			_, sum, err := parseHeader(hd[:])
-			if err == nil {
-				err = checkCRC(hd[:], p, sum)
-			}
-			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
+			f := frame(h, payload)
+			f[tc.at] ^= 1
+			if _, err := receive(f); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("damaged %s: %v, want ErrMalformed mentioning %q", tc.name, err, tc.want)
 			}
 		})
@@ -60,13 +70,11 @@ func TestFrameChecks(t *testing.T) {
 // FuzzParseHeader: any bytes decode or fail cleanly, and a decoded header
 // re-encodes to the same fields.
 func FuzzParseHeader(f *testing.F) {
-	var b [headerLen]byte
-	putHeader(b[:], header{kind: 1, length: 4, seq: 2, coll: 3}, []byte{1, 2, 3, 4})
-	f.Add(b[:])
+	f.Add(frame(header{kind: 1, length: 4, seq: 2, coll: 3}, []byte{1, 2, 3, 4}))
 	f.Add([]byte{})
 	f.Add([]byte("gp\x00\x00xxxxxxxxxxxxxxxx"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h, _, err := parseHeader(data)
+		h, err := parseHeader(data)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("parseHeader error %v is not ErrMalformed", err)
@@ -74,8 +82,8 @@ func FuzzParseHeader(f *testing.F) {
 			return
 		}
 		var again [headerLen]byte
-		putHeader(again[:], h, nil)
-		if h2, _, err := parseHeader(again[:]); err != nil || h2 != h {
+		putHeader(again[:], h)
+		if h2, err := parseHeader(again[:]); err != nil || h2 != h {
 			t.Fatalf("round trip of %+v gave %+v, %v", h, h2, err)
 		}
 	})

@@ -27,6 +27,7 @@ type tcpRing struct {
 	recvSeq    uint32
 	stage      []byte // a damaged copy of a payload (tests)
 	rhdr       [headerLen]byte
+	rtrl       [trailerLen]byte
 	scratch    []byte // a received frame to be reduced
 
 	// corrupt, when > 0, flips a payload bit of the corrupt-th frame sent

@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,12 +19,20 @@ import (
 // off (spin, yield, nap). No goroutine hand-off, no poller wake-up on the
 // path of a frame; frames flow both ways at once.
 
+// wholeCRCBytes: frames up to this size get their checksum before the
+// first write, so header, payload and trailer go out in one writev;
+// larger ones are summed piece by piece as the socket takes them.
+const wholeCRCBytes = 64 << 10
+
 // frameOut is the frame being written to the next rank.
 type frameOut struct {
 	active bool
 	hdr    [headerLen]byte
 	pay    []byte
-	off    int // bytes of header+payload written
+	trl    [trailerLen]byte
+	off    int    // bytes of the frame written
+	sum    uint32 // checksum of what was written, or of it all once sealed
+	sealed bool   // the trailer holds the checksum
 }
 
 // frameIn is the frame being read from the previous rank.
@@ -31,7 +40,10 @@ type frameIn struct {
 	active  bool
 	checked bool // header read and checked
 	in      []byte
-	off     int
+	dst     []byte // where a reduced frame is added (nil: in is the destination)
+	off     int    // bytes of the frame read
+	added   int    // payload bytes already added into dst
+	sum     uint32 // checksum of what was read
 }
 
 func (t *tcpRing) runPoll(o *op, pl *plan) error {
@@ -51,11 +63,11 @@ func (t *tcpRing) runPoll(o *op, pl *plan) error {
 				return t.linkErr(o, t.nextRank, "sending to it", err)
 			}
 			moved = n > 0
-			if out.off == headerLen+len(out.pay) {
+			if out.off == headerLen+len(out.pay)+trailerLen {
 				out.active = false
 				si++
 				t.sendSeq++
-				c.count.addSent(o.kind, pl.sends[si-1].n, headerLen)
+				c.count.addSent(o.kind, len(out.pay), framing)
 				if c.onSend != nil {
 					c.onSend(uint64(t.sendSeq))
 				}
@@ -69,36 +81,22 @@ func (t *tcpRing) runPoll(o *op, pl *plan) error {
 					if cap(t.scratch) < r.n {
 						t.scratch = make([]byte, r.n)
 					}
-					in.in = t.scratch[:r.n]
+					in.in, in.dst = t.scratch[:r.n], in.in
 				}
 			}
-			n, err := t.pull(&in)
+			n, err := t.pull(o, &in)
 			if err != nil {
-				return t.linkErr(o, t.prevRank, "receiving from it", err)
+				return err
 			}
 			moved = moved || n > 0
-			if !in.checked && in.off >= headerLen {
-				h, _, err := parseHeader(t.rhdr[:])
-				if err == nil {
-					err = h.expect(header{kind: uint8(o.kind), length: uint32(r.n), seq: t.recvSeq, coll: o.coll})
-				}
-				if err != nil {
+			if in.off == headerLen+r.n+trailerLen {
+				if err := checkCRC(in.sum, t.rtrl[:], r.n); err != nil {
 					return t.malformed(o, err)
-				}
-				in.checked = true
-			}
-			if in.off == headerLen+r.n {
-				_, sum, _ := parseHeader(t.rhdr[:])
-				if err := checkCRC(t.rhdr[:], in.in, sum); err != nil {
-					return t.malformed(o, err)
-				}
-				if r.reduce {
-					addInto(o.buf[r.off:r.off+r.n], in.in)
 				}
 				in.active = false
 				ri++
 				t.recvSeq++
-				c.count.addRecv(o.kind, r.n, headerLen)
+				c.count.addRecv(o.kind, r.n, framing)
 			}
 		}
 		if moved {
@@ -124,8 +122,15 @@ var errNoProgress = errors.New("no progress")
 
 func (t *tcpRing) startSend(o *op, s *xfer, out *frameOut) {
 	*out = frameOut{active: true, pay: o.buf[s.off : s.off+s.n]}
-	putHeader(out.hdr[:], header{kind: uint8(o.kind), length: uint32(s.n), seq: t.sendSeq, coll: o.coll}, out.pay)
-	if t.corruptNext() && s.n > 0 {
+	putHeader(out.hdr[:], header{kind: uint8(o.kind), length: uint32(s.n), seq: t.sendSeq, coll: o.coll})
+	out.sum = crcUpdate(0, out.hdr[:])
+	bad := t.corruptNext() && s.n > 0
+	if s.n <= wholeCRCBytes || bad {
+		out.sum = crcUpdate(out.sum, out.pay)
+		binary.LittleEndian.PutUint32(out.trl[:], out.sum)
+		out.sealed = true
+	}
+	if bad {
 		// Damage a copy after the checksum: the caller's data stays intact.
 		t.stage = append(t.stage[:0], out.pay...)
 		t.stage[s.n/2] ^= 0x10
@@ -135,35 +140,81 @@ func (t *tcpRing) startSend(o *op, s *xfer, out *frameOut) {
 
 // push writes what the socket takes of the frame; n is the bytes written.
 func (t *tcpRing) push(out *frameOut) (int, error) {
-	iov := frameIOV(out.hdr[:], out.pay, out.off)
+	trl := out.trl[:0]
+	if out.sealed {
+		trl = out.trl[:]
+	}
+	iov := frameIOV(out.hdr[:], out.pay, trl, out.off)
 	if len(iov) == 0 {
 		return 0, nil
 	}
+	before := out.off
 	n, _, err := nonBlocking(func() (int, error) { return unix.Writev(t.nextFD, iov) })
 	out.off += n
+	if !out.sealed {
+		lo, hi := payloadSpan(before, out.off, len(out.pay))
+		out.sum = crcUpdate(out.sum, out.pay[lo:hi])
+		if hi == len(out.pay) {
+			binary.LittleEndian.PutUint32(out.trl[:], out.sum)
+			out.sealed = true
+		}
+	}
 	return n, err
 }
 
-// pull reads what has arrived of the frame; n is the bytes read.
-func (t *tcpRing) pull(in *frameIn) (int, error) {
-	iov := frameIOV(t.rhdr[:], in.in, in.off)
+// pull reads what has arrived of the frame, checking its header once it is
+// in and summing (and adding in, for a reduction) the payload as it comes.
+func (t *tcpRing) pull(o *op, in *frameIn) (int, error) {
+	iov := frameIOV(t.rhdr[:], in.in, t.rtrl[:], in.off)
+	before := in.off
 	n, ok, err := nonBlocking(func() (int, error) { return unix.Readv(t.prevFD, iov) })
-	if ok && n == 0 {
-		return 0, io.ErrUnexpectedEOF // the peer closed its end
+	if err == nil && ok && n == 0 {
+		err = io.ErrUnexpectedEOF // the peer closed its end
+	}
+	if err != nil {
+		return 0, t.linkErr(o, t.prevRank, "receiving from it", err)
 	}
 	in.off += n
-	return n, err
+	if !in.checked && in.off >= headerLen {
+		h, err := parseHeader(t.rhdr[:])
+		if err == nil {
+			err = h.expect(header{kind: uint8(o.kind), length: uint32(len(in.in)), seq: t.recvSeq, coll: o.coll})
+		}
+		if err != nil {
+			return 0, t.malformed(o, err)
+		}
+		in.checked = true
+		in.sum = crcUpdate(0, t.rhdr[:])
+	}
+	lo, hi := payloadSpan(before, in.off, len(in.in))
+	in.sum = crcUpdate(in.sum, in.in[lo:hi])
+	if in.dst != nil {
+		if end := hi &^ 3; end > in.added {
+			addInto(in.dst[in.added:end], in.in[in.added:end])
+			in.added = end
+		}
+	}
+	return n, nil
+}
+
+// payloadSpan is the part of the payload that frame bytes [from, to) hold.
+func payloadSpan(from, to, n int) (lo, hi int) {
+	lo = min(max(from-headerLen, 0), n)
+	hi = min(max(to-headerLen, 0), n)
+	return lo, hi
 }
 
 // frameIOV is what is left of a frame after off bytes: the rest of its
-// header, the rest of its payload.
-func frameIOV(hdr, pay []byte, off int) [][]byte {
-	iov := make([][]byte, 0, 2)
-	if off < len(hdr) {
-		iov = append(iov, hdr[off:])
-	}
-	if p := pay[max(0, off-len(hdr)):]; len(p) > 0 {
-		iov = append(iov, p)
+// header, of its payload, of its trailer.
+func frameIOV(hdr, pay, trl []byte, off int) [][]byte {
+	iov := make([][]byte, 0, 3)
+	for _, part := range [][]byte{hdr, pay, trl} {
+		if off < len(part) {
+			iov = append(iov, part[off:])
+			off = 0
+		} else {
+			off -= len(part)
+		}
 	}
 	return iov
 }
