@@ -234,8 +234,14 @@ func (s *shmRing) take(o *op, x *xfer) error {
 	return nil
 }
 
-// backoff paces a polling wait: spin for up to 2 ms (the latency path),
-// then sleep in 50 µs naps until the deadline. It never calls
+// spinFor is how long a wait polls before it naps: longer than a time
+// slice of the scheduler, so a rank waiting on a descheduled peer keeps
+// its CPU (as MPI's busy polling does) instead of handing it to another
+// process.
+const spinFor = 20 * time.Millisecond
+
+// backoff paces a polling wait: spin for spinFor (the latency path), then
+// sleep in 50 µs naps until the deadline. It never calls
 // sched_yield: on a busy machine that hands the CPU to another process
 // for a whole time slice (measured: a 4 KiB all-reduce went from 2 µs to
 // over 100 µs beside a CPU-bound process).
@@ -262,7 +268,7 @@ func (b *backoff) wait(c *Comm) error {
 	switch {
 	case el > c.deadline:
 		b.expired = true
-	case el < 2*time.Millisecond:
+	case el < spinFor:
 	default:
 		time.Sleep(50 * time.Microsecond)
 	}
