@@ -194,8 +194,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 					w.stopped = true
 				}
 			}
-			stopAll(workers, syscall.SIGTERM)
-			stopAll(workers, syscall.SIGCONT) // a stopped process must run to die of SIGTERM
+			stopAll(workers, syscall.SIGTERM) // SIGKILL for a stopped process: it cannot act on SIGTERM
 			killC = time.After(2 * time.Second)
 		case <-killC:
 			killC = nil
@@ -261,9 +260,24 @@ func describeExit(w *worker) string {
 func stopAll(workers []*worker, sig syscall.Signal) {
 	for _, w := range workers {
 		if w != nil && !w.exited && w.cmd.Process != nil {
-			syscall.Kill(-w.cmd.Process.Pid, sig) // the worker's process group
+			s := sig
+			if sig == syscall.SIGTERM && stoppedProcess(w.cmd.Process.Pid) {
+				s = syscall.SIGKILL
+			}
+			syscall.Kill(-w.cmd.Process.Pid, s) // the worker's process group
 		}
 	}
+}
+
+// stoppedProcess reports whether pid is stopped (state T in /proc).
+func stoppedProcess(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces, so look after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
 // sweepShm removes any ring file of the job still in /dev/shm (workers
