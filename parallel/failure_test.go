@@ -21,15 +21,16 @@ func TestFailures(t *testing.T) {
 		p                   int
 		cause               string // in every survivor's line and the launcher's
 		how                 string // the launcher's word on the failing rank's exit
+		status              int    // JobError.Status: the rank's own, -1 if it did not exit by itself
 		within              time.Duration
 	}{
-		{"kill", "tcp", 3, "rank 1 failed: connection lost", "killed by signal 9", deadline},
-		{"kill", "shm", 3, "rank 1 failed: connection lost", "killed by signal 9", deadline},
-		{"rejoin-kill", "tcp", 2, "rank 1 failed: connection lost", "killed by signal 9", deadline},
-		{"corrupt", "tcp", 2, "rank 1 failed: malformed frame: checksum", "", deadline},
-		{"corrupt", "shm", 2, "rank 1 failed: malformed frame: length", "", deadline},
-		{"hang", "shm", 3, "rank 1 failed: deadline passed", "stopped by the launcher", 2 * deadline},
-		{"hang", "tcp", 2, "rank 1 failed: deadline passed", "stopped by the launcher", 2 * deadline},
+		{"kill", "tcp", 3, "rank 1 failed: connection lost", "killed by signal 9", -1, deadline},
+		{"kill", "shm", 3, "rank 1 failed: connection lost", "killed by signal 9", -1, deadline},
+		{"rejoin-kill", "tcp", 2, "rank 1 failed: connection lost", "killed by signal 9", -1, deadline},
+		{"corrupt", "tcp", 2, "rank 1 failed: malformed frame: checksum", "exited with status 1", 1, deadline},
+		{"corrupt", "shm", 2, "rank 1 failed: malformed frame: length", "exited with status 1", 1, deadline},
+		{"hang", "shm", 3, "rank 1 failed: deadline passed", "stopped by the launcher", -1, 2 * deadline},
+		{"hang", "tcp", 2, "rank 1 failed: deadline passed", "stopped by the launcher", -1, 2 * deadline},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/p=%d", tc.scenario, tc.transport, tc.p), func(t *testing.T) {
 			res := runJob(t, tc.p, tc.scenario, deadline, "TEST_TRANSPORT="+tc.transport)
@@ -37,8 +38,9 @@ func TestFailures(t *testing.T) {
 			if !errors.As(res.err, &je) {
 				t.Fatalf("job error = %v, want a *JobError\n%s", res.err, res.stderr)
 			}
-			if je.Rank != 1 || !strings.Contains(je.Msg, tc.cause) || !strings.Contains(je.Msg, tc.how) || je.Status != 1 {
-				t.Errorf("launcher: rank %d, status %d, %q; want rank 1, status 1, mentioning %q and %q", je.Rank, je.Status, je.Msg, tc.cause, tc.how)
+			if je.Rank != 1 || !strings.Contains(je.Msg, tc.cause) || !strings.Contains(je.Msg, tc.how) || je.Status != tc.status {
+				t.Errorf("launcher: rank %d, status %d, %q; want rank 1, status %d, mentioning %q and %q",
+					je.Rank, je.Status, je.Msg, tc.status, tc.cause, tc.how)
 			}
 			// One line from each survivor (a rank that sent a malformed
 			// frame is alive: it fails too), naming the rank and the cause.

@@ -40,10 +40,11 @@ type LaunchConfig struct {
 	Grace time.Duration
 }
 
-// JobError is a job that failed: which rank, why, and the exit status the
-// launcher should end with.
+// JobError is a job that failed: which rank, and why.
 type JobError struct {
-	Rank   int
+	Rank int
+	// Status is the failing rank's own exit status, or -1 when it did not
+	// exit by itself (killed, stopped by the launcher, or started elsewhere).
 	Status int
 	Msg    string
 }
@@ -228,9 +229,9 @@ func blame(workers []*worker, first *worker) *JobError {
 			culprit = nil // a rank started elsewhere
 		}
 	}
-	status := 1
+	status := -1
 	if culprit == nil {
-		return &JobError{Rank: v.vRank, Status: 1, Msg: msg}
+		return &JobError{Rank: v.vRank, Status: status, Msg: msg}
 	}
 	how := describeExit(culprit)
 	if msg == "" {
@@ -239,7 +240,7 @@ func blame(workers []*worker, first *worker) *JobError {
 		msg = fmt.Sprintf("%s (rank %d %s)", msg, culprit.rank, how)
 	}
 	if ws, ok := culprit.state.Sys().(syscall.WaitStatus); ok && ws.Exited() && !culprit.stopped {
-		status = max(1, ws.ExitStatus())
+		status = ws.ExitStatus()
 	}
 	return &JobError{Rank: culprit.rank, Status: status, Msg: msg}
 }
