@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GPTLAB_TEST_MAIN") == "1" {
 		os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 	}
+	// A lab that launches copies of this program (a multi-process lab run
+	// on its own) starts this test binary: it must act as gptlab.
+	os.Setenv("GPTLAB_TEST_MAIN", "1")
 	os.Exit(m.Run())
 }
 

@@ -43,7 +43,8 @@ func DefaultAdamW() AdamWConfig {
 type AdamW struct {
 	cfg    AdamWConfig
 	params *Params
-	m, v   []float32
+	base   int       // the first element of Params.Data it updates (a shard's start)
+	m, v   []float32 // the moments of the elements it updates
 	step   int64
 	decay  []bool // per parameter, in Names order
 
@@ -58,8 +59,20 @@ const adamwGrain = 4096
 
 // NewAdamW makes an optimizer for p with zero moments.
 func NewAdamW(p *Params, o AdamWConfig) *AdamW {
-	n := p.Count()
-	a := &AdamW{cfg: o, params: p, m: make([]float32, n), v: make([]float32, n), flat: make([]float32, n)}
+	a, _ := NewAdamWShard(p, o, 0, p.Count())
+	return a
+}
+
+// NewAdamWShard makes an optimizer of the elements [lo, hi) of
+// Params.Data only, with moments for those alone: ZeRO-1's share of one
+// rank. Its StepShard takes the gradient of those elements; every element
+// gets bitwise the update the whole optimizer would give it.
+func NewAdamWShard(p *Params, o AdamWConfig, lo, hi int) (*AdamW, error) {
+	if lo < 0 || hi > p.Count() || lo > hi {
+		return nil, fmt.Errorf("adamw: shard [%d, %d) of %d parameters", lo, hi, p.Count())
+	}
+	n := hi - lo
+	a := &AdamW{cfg: o, params: p, base: lo, m: make([]float32, n), v: make([]float32, n), flat: make([]float32, p.Count())}
 	for _, name := range p.Names() {
 		a.decay = append(a.decay, p.Decays(name))
 	}
@@ -67,8 +80,11 @@ func NewAdamW(p *Params, o AdamWConfig) *AdamW {
 	a.split = par.New(rows, adamwGrain, func(lo, hi int) {
 		a.updateRange(lo*adamwGrain, min(hi*adamwGrain, n))
 	})
-	return a
+	return a, nil
 }
+
+// StateBytes is the bytes of the optimizer's moments.
+func (a *AdamW) StateBytes() int64 { return int64(len(a.m)+len(a.v)) * 4 }
 
 // Config is the optimizer's configuration.
 func (a *AdamW) Config() AdamWConfig { return a.cfg }
@@ -81,7 +97,7 @@ func (a *AdamW) Step(m *Model, lr float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return a.update(g, lr), nil
+	return a.StepFlat(g, lr)
 }
 
 // Gradients copies the model's gradients of the last training Step into
@@ -106,17 +122,28 @@ func (a *AdamW) Gradients(m *Model) ([]float32, error) {
 // (for example after an all-reduce). It returns the global gradient norm
 // before clipping.
 func (a *AdamW) StepFlat(grad []float32, lr float64) (float64, error) {
-	if len(grad) != len(a.m) {
-		return 0, fmt.Errorf("adamw: %d gradient values, want %d", len(grad), len(a.m))
+	if len(grad) != len(a.m) || a.base != 0 {
+		return 0, fmt.Errorf("adamw: %d gradient values, want %d (StepShard for a shard)", len(grad), len(a.m))
 	}
-	return a.update(grad, lr), nil
+	_, sq := vec.Moments(grad) // Σg² in float64
+	return a.update(grad, lr, sq), nil
 }
 
-func (a *AdamW) update(grad []float32, lr float64) float64 {
+// StepShard applies one update to a shard's elements with their gradient
+// (grad[i] is element lo+i's), where sumSq is Σg² over the whole gradient
+// (for clipping: the ranks' shards' sums, added). It returns the global
+// norm.
+func (a *AdamW) StepShard(grad []float32, lr, sumSq float64) (float64, error) {
+	if len(grad) != len(a.m) {
+		return 0, fmt.Errorf("adamw: %d gradient values for a shard of %d", len(grad), len(a.m))
+	}
+	return a.update(grad, lr, sumSq), nil
+}
+
+func (a *AdamW) update(grad []float32, lr, sq float64) float64 {
 	if lr <= 0 {
 		lr = a.cfg.LR
 	}
-	_, sq := vec.Moments(grad) // Σg² in float64
 	norm := math.Sqrt(sq)
 	clip := float32(1)
 	if a.cfg.GradClip > 0 {
@@ -140,21 +167,24 @@ func (a *AdamW) update(grad []float32, lr float64) float64 {
 	return norm
 }
 
-// updateRange updates the flat elements [lo, hi), which may span several
-// parameters (each with its own weight decay).
+// updateRange updates the optimizer's elements [lo, hi) (element base+i
+// of Params.Data is its i), which may span several parameters (each with
+// its own weight decay).
 func (a *AdamW) updateRange(lo, hi int) {
 	p := a.params
+	glo, ghi := a.base+lo, a.base+hi
 	for i := range p.names {
 		start, end := p.offsets[i], p.offsets[i]+len(p.slice(i))
-		if end <= lo || start >= hi {
+		if end <= glo || start >= ghi {
 			continue
 		}
-		from, to := max(start, lo), min(end, hi)
+		from, to := max(start, glo), min(end, ghi)
 		s := a.cur
 		if !a.decay[i] || a.cfg.WeightDecay == 0 {
 			s.Decay = 1 // w*1 is w, bit for bit
 		}
-		s.Update(p.data[from:to], a.grad[from:to], a.m[from:to], a.v[from:to])
+		l, h := from-a.base, to-a.base
+		s.Update(p.data[from:to], a.grad[l:h], a.m[l:h], a.v[l:h])
 	}
 }
 

@@ -157,3 +157,55 @@ func TestAdamWSplitMatchesSerial(t *testing.T) {
 		}
 	}
 }
+
+// TestAdamWShardsEqualTheWhole: shards of the parameters, each updated by
+// its own optimizer with its own moments (ZeRO-1), give bitwise the whole
+// optimizer's parameters after several steps, with clipping (the global
+// norm given from every shard's sum) and weight decay across a shard's
+// parameter boundaries.
+func TestAdamWShardsEqualTheWhole(t *testing.T) {
+	cfg, _ := Preset("tiny")
+	cfg2 := DefaultAdamW()
+	cfg2.GradClip = 0.5
+	whole, sharded := NewParams(cfg, 1), NewParams(cfg, 1)
+	n := whole.Count()
+	cuts := []int{0, n / 3, n/3 + 17, n}
+	full := NewAdamW(whole, cfg2)
+	var shards []*AdamW
+	for i := 0; i+1 < len(cuts); i++ {
+		s, err := NewAdamWShard(sharded, cfg2, cuts[i], cuts[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, s)
+	}
+	g := make([]float32, n)
+	for step := range 4 {
+		for i := range g {
+			g[i] = float32((i*31+step*7)%101-50) / 500
+		}
+		if _, err := full.StepFlat(g, 1e-3); err != nil {
+			t.Fatal(err)
+		}
+		var sq float64
+		for _, v := range g {
+			sq += float64(v) * float64(v)
+		}
+		for i, s := range shards {
+			if _, err := s.StepShard(g[cuts[i]:cuts[i+1]], 1e-3, sq); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, w := range whole.Data() {
+		if sharded.Data()[i] != w {
+			t.Fatalf("element %d: sharded %v, whole %v", i, sharded.Data()[i], w)
+		}
+	}
+	if got, want := shards[0].StateBytes()+shards[1].StateBytes()+shards[2].StateBytes(), full.StateBytes(); got != want {
+		t.Errorf("shards hold %d bytes of moments, the whole %d", got, want)
+	}
+	if _, err := NewAdamWShard(whole, cfg2, 5, n+1); err == nil {
+		t.Error("a shard past the end: no error")
+	}
+}

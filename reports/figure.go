@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
@@ -25,11 +26,26 @@ func (r *Report) AddFigure(name string, p *plot.Plot, width, height vg.Length) {
 	r.Figures = append(r.Figures, name+".svg", name+".png")
 }
 
+// AttachFile attaches a figure already drawn, as the bytes of its file
+// (name with its extension): a report read back from another process's
+// JSON gets its figures this way. WriteFigures writes it as it is.
+func (r *Report) AttachFile(name string, data []byte) {
+	if r.files == nil {
+		r.files = map[string][]byte{}
+	}
+	r.files[name] = data
+}
+
 // FigureList returns the figures attached to the report.
 func (r *Report) FigureList() []Figure { return r.figures }
 
 // WriteFigures draws every figure into dir as SVG and PNG, atomically.
 func (r *Report) WriteFigures(dir string) error {
+	for name, data := range r.files {
+		if err := WriteFileAtomic(filepath.Join(dir, name), bytesWriter(data)); err != nil {
+			return fmt.Errorf("figure %s: %w", name, err)
+		}
+	}
 	for _, f := range r.figures {
 		svg := vgsvg.New(f.Width, f.Height)
 		f.Plot.Draw(draw.New(svg))
@@ -43,4 +59,12 @@ func (r *Report) WriteFigures(dir string) error {
 		}
 	}
 	return nil
+}
+
+// bytesWriter writes a byte slice (io.WriterTo for WriteFileAtomic).
+type bytesWriter []byte
+
+func (b bytesWriter) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b)
+	return int64(n), err
 }

@@ -41,6 +41,7 @@ type Report struct {
 	Reports []*Report `json:"reports,omitempty"`
 
 	figures []Figure
+	files   map[string][]byte // figures drawn elsewhere (AttachFile), by file name
 }
 
 // Check is one comparison that can fail.
