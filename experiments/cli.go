@@ -208,8 +208,10 @@ func runLab(ctx context.Context, l *Lab, cfg any, opt Options) (*reports.Report,
 // under out), and turns a failed check into errChecksFailed (exit 1).
 func emit(r *reports.Report, format, out string, stdout io.Writer) error {
 	r.Env = reports.CurrentEnv()
-	if err := renderReport(r, format, out, stdout); err != nil {
-		return err
+	if !r.Silent {
+		if err := renderReport(r, format, out, stdout); err != nil {
+			return err
+		}
 	}
 	if r.Failed() {
 		return errChecksFailed

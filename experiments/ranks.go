@@ -58,6 +58,7 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 	if err != nil {
 		return nil, err
 	}
+	r.Silent = c.Rank() != 0 // rank 0 prints the job's report
 	if dir := os.Getenv(envFigures); dir != "" && c.Rank() == 0 {
 		if err := r.WriteFigures(dir); err != nil {
 			return nil, err

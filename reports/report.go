@@ -40,6 +40,10 @@ type Report struct {
 	// labs); text and markdown print them before the summary.
 	Reports []*Report `json:"reports,omitempty"`
 
+	// Silent marks a report no one prints: a job's rank other than 0,
+	// whose report rank 0's stands for.
+	Silent bool `json:"-"`
+
 	figures []Figure
 	files   map[string][]byte // figures drawn elsewhere (AttachFile), by file name
 }

@@ -1,0 +1,43 @@
+package experiments
+
+import (
+	"context"
+	"testing"
+)
+
+// TestTensorParallelLab runs the lab's quick form on its own (it launches
+// two ranks of this binary) and on four ranks over TCP: every check holds
+// (small's 4 heads split over 4; the split linear layers and the Megatron block equal the unsplit ones,
+// the bias on every rank is caught, the block's bytes are Megatron's).
+func TestTensorParallelLab(t *testing.T) {
+	l, err := Find("tensor-parallel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ranks     int
+		transport string
+		config    string
+	}{{2, "auto", "tiny"}, {4, "tcp", "small"}} {
+		cfg := l.config().(*tensorParallelConfig)
+		l.quick(cfg)
+		cfg.Ranks, cfg.Transport, cfg.Config = tc.ranks, tc.transport, tc.config
+		r, err := RunLab(context.Background(), l, cfg, Options{Seed: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Checks) < 5 {
+			t.Errorf("%d ranks: %d checks, want 5", tc.ranks, len(r.Checks))
+		}
+		for _, c := range r.Checks {
+			if !c.Pass {
+				t.Errorf("%d ranks over %s: %s: %s", tc.ranks, tc.transport, c.Name, c.Detail)
+			}
+		}
+	}
+	cfg := l.config().(*tensorParallelConfig)
+	cfg.Ranks = 3
+	if _, err := RunLab(context.Background(), l, cfg, Options{Seed: 3}); err == nil {
+		t.Error("small's 4 heads over 3 ranks: no error")
+	}
+}
