@@ -28,10 +28,10 @@ const (
 // formatted. Make one with Text, Int, Float, Bytes, Duration, Ratio or
 // Percent.
 type Column struct {
-	Name     string
-	Kind     Kind
-	Decimals int           // FloatKind (negative: that many significant digits), PercentKind, DurationKind
-	Unit     time.Duration // DurationKind: the unit shown (time.Millisecond, …)
+	Name     string        `json:"name"`
+	Kind     Kind          `json:"kind"`
+	Decimals int           `json:"decimals,omitempty"` // FloatKind (negative: that many significant digits), PercentKind, DurationKind
+	Unit     time.Duration `json:"unit,omitempty"`     // DurationKind: the unit shown (time.Millisecond, …)
 }
 
 // Text is a column of text (or of values shown with Cell).

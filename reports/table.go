@@ -3,6 +3,7 @@ package reports
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Table is a titled grid of values under typed columns. Cells keep their
@@ -55,11 +56,14 @@ type tableJSON struct {
 	Rows      [][]any  `json:"rows"`
 	Constants Values   `json:"constants,omitzero"`
 	Notes     []string `json:"notes,omitempty"`
+	// Format is every column as the text shows it, so that a table read
+	// back (from another process's report) prints as it did.
+	Format []Column `json:"format,omitempty"`
 }
 
 // MarshalJSON writes the table with exact values.
 func (t *Table) MarshalJSON() ([]byte, error) {
-	j := tableJSON{Title: t.Title, Columns: []string{}, Units: []string{}, Rows: [][]any{}, Notes: t.Notes}
+	j := tableJSON{Title: t.Title, Columns: []string{}, Units: []string{}, Rows: [][]any{}, Notes: t.Notes, Format: t.Columns}
 	for _, c := range t.Columns {
 		j.Columns = append(j.Columns, c.Name)
 		j.Units = append(j.Units, c.UnitName())
@@ -103,6 +107,16 @@ func (t *Table) UnmarshalJSON(b []byte) error {
 			c = Float(name, 3)
 		}
 		t.Columns = append(t.Columns, c)
+	}
+	if len(j.Format) == len(t.Columns) {
+		t.Columns = j.Format
+		for _, row := range t.Rows { // durations come back as seconds
+			for i, v := range row {
+				if f, ok := v.(float64); ok && t.Columns[i].Kind == DurationKind {
+					row[i] = time.Duration(f * float64(time.Second))
+				}
+			}
+		}
 	}
 	for _, k := range j.Constants.Keys() {
 		v, _ := j.Constants.Get(k)
