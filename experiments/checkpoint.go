@@ -86,7 +86,7 @@ func (c *checkpointConfig) validate() error {
 			return err
 		}
 		for _, pol := range c.Policies {
-			p, err := parseCheckpoint(pol, cfg.Layers)
+			p, err := parsePolicy("policies", pol, cfg.Layers)
 			if err != nil {
 				return err
 			}

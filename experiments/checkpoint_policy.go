@@ -35,27 +35,30 @@ type ckPolicy struct {
 
 // parseCheckpoint reads a policy for a model of the given layer count.
 // A bad value is a usage error naming it.
-func parseCheckpoint(s string, layers int) (ckPolicy, error) {
+func parseCheckpoint(s string, layers int) (ckPolicy, error) { return parsePolicy("checkpoint", s, layers) }
+
+// parsePolicy is parseCheckpoint with the --set key its errors name.
+func parsePolicy(key, s string, layers int) (ckPolicy, error) {
 	p := ckPolicy{name: s, layers: layers}
 	kind, arg, hasArg := strings.Cut(s, ":")
 	p.kind = kind
 	switch kind {
 	case "none", "sqrt", "selective":
 		if hasArg {
-			return p, usageError("--set checkpoint=%s: %s takes no argument", s, kind)
+			return p, usageError("--set %s=%s: %s takes no argument", key, s, kind)
 		}
 	case "every":
 		k, err := strconv.Atoi(arg)
 		switch {
 		case !hasArg || err != nil:
-			return p, usageError("--set checkpoint=%s: want every:K with K a whole number of layers", s)
+			return p, usageError("--set %s=%s: want every:K with K a whole number of layers", key, s)
 		case k < 1 || k > layers:
-			return p, usageError("--set checkpoint=%s: K = %d, want 1 to the layer count %d", s, k, layers)
+			return p, usageError("--set %s=%s: K = %d, want 1 to the layer count %d", key, s, k, layers)
 		}
 		p.k = k
 	case "budget":
 		if !hasArg {
-			return p, usageError("--set checkpoint=%s: want budget:BYTES (e.g. budget:24MiB) or budget:FRACTION of none's peak (e.g. budget:0.5)", s)
+			return p, usageError("--set %s=%s: want budget:BYTES (e.g. budget:24MiB) or budget:FRACTION of none's peak (e.g. budget:0.5)", key, s)
 		}
 		if f, err := strconv.ParseFloat(arg, 64); err == nil && f > 0 && f <= 1 && strings.Contains(arg, ".") {
 			p.frac = f
@@ -63,11 +66,11 @@ func parseCheckpoint(s string, layers int) (ckPolicy, error) {
 		}
 		b, err := parseBytes(arg)
 		if err != nil || b <= 0 {
-			return p, usageError("--set checkpoint=%s: %q is neither a size in bytes (KiB, MiB, GiB) nor a fraction in (0, 1]", s, arg)
+			return p, usageError("--set %s=%s: %q is neither a size in bytes (KiB, MiB, GiB) nor a fraction in (0, 1]", key, s, arg)
 		}
 		p.bytes = b
 	default:
-		return p, usageError("--set checkpoint=%s: unknown policy (want none, every:K, sqrt, selective or budget:B)", s)
+		return p, usageError("--set %s=%s: unknown policy (want none, every:K, sqrt, selective or budget:B)", key, s)
 	}
 	return p, nil
 }
