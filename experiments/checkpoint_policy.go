@@ -35,7 +35,9 @@ type ckPolicy struct {
 
 // parseCheckpoint reads a policy for a model of the given layer count.
 // A bad value is a usage error naming it.
-func parseCheckpoint(s string, layers int) (ckPolicy, error) { return parsePolicy("checkpoint", s, layers) }
+func parseCheckpoint(s string, layers int) (ckPolicy, error) {
+	return parsePolicy("checkpoint", s, layers)
+}
 
 // parsePolicy is parseCheckpoint with the --set key its errors name.
 func parsePolicy(key, s string, layers int) (ckPolicy, error) {
