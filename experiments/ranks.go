@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"gptlab/parallel"
 	"gptlab/reports"
 )
@@ -51,6 +53,14 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 	if err != nil {
 		return nil, jobError(err)
 	}
+	if c.Transport() == "mpi" && c.Rank() != 0 {
+		// mpirun shows every rank's standard output; as under gptlab
+		// launch, rank 0's report is the job's.
+		if err := discardStdout(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	r, err := body(ctx, c)
 	if cerr := c.Close(); err == nil && cerr != nil {
 		err = jobError(cerr)
@@ -64,6 +74,19 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 		}
 	}
 	return r, nil
+}
+
+// discardStdout points this process's standard output at /dev/null.
+func discardStdout() error {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	if err := unix.Dup2(int(null.Fd()), int(os.Stdout.Fd())); err != nil {
+		return fmt.Errorf("discard the standard output of a rank other than 0: %w", err)
+	}
+	return nil
 }
 
 // launchLab starts nproc copies of this program running lab with cfg's
