@@ -14,7 +14,7 @@ import (
 type dpSummary struct {
 	Rank       int
 	Differ     int // elements of its DP parameters after K steps that differ from rank 0's
-	ZeroDiffer int // elements of its ZeRO-1 parameters that differ from its DP parameters
+	ZeroDiffer int // elements of its ZeRO-1 parameters that differ from its DP parameters (see zeroOneBucket)
 	Losses     []float64
 	Moved      []parallel.Stats // DP, per step
 	ZeroMoved  []parallel.Stats // ZeRO-1, per step
@@ -39,15 +39,16 @@ func dataParallelRank(ctx context.Context, c *parallel.Comm, cfg *dpConfig, opt 
 	n := r.p.Count()
 	plans := cfg.plans(4 * n)
 	buckets := dpBuckets(n, plans[0].first, plans[0].cap)
-	var ref *dpReference
-	if c.Rank() == 0 {
-		logf("one process on the full batch of %d, %d steps", cfg.Batch, cfg.Steps)
-		if ref, err = r.reference(); err != nil {
-			return nil, err
-		}
+	// Every rank computes the single process's run (the same bits on
+	// each: same seed, data and code), so none waits on another for it
+	// past the communicator's deadline; rank 0's is compared.
+	logf("one process on the full batch of %d, %d steps", cfg.Batch, cfg.Steps)
+	ref, err := r.reference()
+	if err != nil {
+		return nil, err
 	}
 	logf("%d ranks over %s: data parallelism, %d steps in %d buckets", c.Size(), c.Transport(), cfg.Steps, len(buckets))
-	dp, err := r.trainDP(buckets)
+	dp, err := r.trainDP(ctx, buckets)
 	if err != nil {
 		return nil, err
 	}
@@ -65,9 +66,22 @@ func dataParallelRank(ctx context.Context, c *parallel.Comm, cfg *dpConfig, opt 
 		return nil, err
 	}
 	logf("ZeRO-1, %d steps", cfg.Steps)
-	zero, err := r.trainZeRO1()
+	zero, err := r.trainZeRO1(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// ZeRO-1's reduce-scatter sums each element in the order of its
+	// segment of the whole gradient; a bucket's all-reduce, in the order
+	// of its segment of the bucket. Two terms have no order, so on 2
+	// ranks any buckets give the same bits; on more, plain DP with one
+	// bucket is the run with ZeRO-1's sums.
+	zeroRef, oneBucket := dp.final, c.Size() > 2 && len(buckets) > 1
+	if oneBucket {
+		one, err := r.trainDP(ctx, dpBuckets(n, 4*n, 4*n))
+		if err != nil {
+			return nil, err
+		}
+		zeroRef = one.final
 	}
 	var timings []dpTiming
 	for _, pl := range plans {
@@ -79,7 +93,7 @@ func dataParallelRank(ctx context.Context, c *parallel.Comm, cfg *dpConfig, opt 
 		timings = append(timings, t)
 	}
 	sums, err := gatherJSON(c, dpSummary{
-		Rank: c.Rank(), Differ: countDiffer(fromRoot, dp.final), ZeroDiffer: countDiffer(zero.final, dp.final),
+		Rank: c.Rank(), Differ: countDiffer(fromRoot, dp.final), ZeroDiffer: countDiffer(zero.final, zeroRef),
 		Losses: dp.losses, Moved: dp.moved, ZeroMoved: zero.moved, DPState: dp.stateBytes, ZeroState: zero.stateBytes,
 		Lo: zero.lo, Hi: zero.hi,
 	})
@@ -90,7 +104,7 @@ func dataParallelRank(ctx context.Context, c *parallel.Comm, cfg *dpConfig, opt 
 		return nil, nil // rank 0 reports
 	}
 	return &dpResult{cfg: cfg, p: r.p, ref: ref, dp: dp, weighted: weighted, plain: plain, sums: sums, timings: timings,
-		transport: c.Transport(), equal: r.equal, unequal: unequal}, nil
+		transport: c.Transport(), equal: r.equal, unequal: unequal, zeroOneBucket: oneBucket}, nil
 }
 
 // countDiffer counts the elements whose bits differ.
@@ -169,4 +183,8 @@ type dpResult struct {
 	timings         []dpTiming
 	transport       string
 	equal, unequal  dpSplit
+	// zeroOneBucket: ZeRO-1 was compared with plain DP of one bucket (on
+	// more than 2 ranks, the run whose sums are ZeRO-1's), not the
+	// bucketed run.
+	zeroOneBucket bool
 }

@@ -145,7 +145,7 @@ type dpRun struct {
 
 // trainDP runs K steps of plain data parallelism: the bucketed, overlapped
 // all-reduce, then the same AdamW step on every rank.
-func (r *dpRank) trainDP(buckets []dpBucket) (*dpRun, error) {
+func (r *dpRank) trainDP(ctx context.Context, buckets []dpBucket) (*dpRun, error) {
 	r.p.CopyFrom(r.init)
 	opt := models.NewAdamW(r.p, r.adam)
 	s, err := r.stepper(r.equal, buckets, true)
@@ -154,6 +154,9 @@ func (r *dpRank) trainDP(buckets []dpBucket) (*dpRun, error) {
 	}
 	run := &dpRun{stateBytes: opt.StateBytes(), lo: 0, hi: r.p.Count(), params: len(r.p.Names()), buckets: len(buckets)}
 	for k := range r.batches {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		before := r.c.Stats()
 		loss, err := r.backward(s, r.equal, k)
 		if err != nil {
@@ -176,7 +179,7 @@ func (r *dpRank) trainDP(buckets []dpBucket) (*dpRun, error) {
 // trainZeRO1 runs K steps of ZeRO-1: the staged gradient reduce-scattered,
 // this rank's shard updated by its own AdamW shard (its moments alone),
 // the parameters all-gathered.
-func (r *dpRank) trainZeRO1() (*dpRun, error) {
+func (r *dpRank) trainZeRO1(ctx context.Context) (*dpRun, error) {
 	r.p.CopyFrom(r.init)
 	n := r.p.Count()
 	lo, hi := r.c.Segment(n)
@@ -190,6 +193,9 @@ func (r *dpRank) trainZeRO1() (*dpRun, error) {
 	}
 	run := &dpRun{stateBytes: opt.StateBytes(), lo: lo, hi: hi, params: len(r.p.Names())}
 	for k := range r.batches {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		before := r.c.Stats()
 		loss, err := r.backward(s, r.equal, k)
 		if err == nil {

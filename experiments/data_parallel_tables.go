@@ -27,7 +27,7 @@ func (d *dpResult) report(r *reports.Report) {
 		cfg.Batch, d.p.Config().Block, splitText(d.equal), splitText(d.unequal)))
 	job.Row("training", fmt.Sprintf("%d AdamW steps at lr %g, no gradient clipping, same seed and batches on every rank",
 		cfg.Steps, cfg.LR))
-	job.Row("buckets", fmt.Sprintf("%s: %d all-reduces a step, the first started when its last gradient is final",
+	job.Row("buckets", fmt.Sprintf("%s: %d all-reduce(s) a step, each started when its last gradient is final",
 		d.timings[0].plan.name, d.dp.buckets))
 
 	d.exactness(r)
@@ -91,12 +91,18 @@ func (d *dpResult) parameters(r *reports.Report) {
 	}
 	t.Row("DP vs 1 process, |g₁| ≥ 1e-6", q.tight, q.overTight, q.worstTight, fmt.Sprintf("%g", dpParamTol))
 	t.Row("DP vs 1 process, |g₁| < 1e-6", q.loose, q.overLoose, q.worstLoose, fmt.Sprintf("3·lr = %g", 3*d.cfg.LR))
+	vs := "DP"
+	if d.zeroOneBucket {
+		vs = "DP of 1 bucket"
+		t.Note("On more than 2 ranks a bucket's all-reduce sums an element in another order than ZeRO-1's " +
+			"reduce-scatter of the whole gradient, so ZeRO-1 is compared with plain DP of one bucket.")
+	}
 	for _, s := range d.sums {
-		t.Row(fmt.Sprintf("ZeRO-1 vs DP, rank %d", s.Rank), n, s.ZeroDiffer, math.NaN(), "bitwise")
+		t.Row(fmt.Sprintf("ZeRO-1 vs %s, rank %d", vs, s.Rank), n, s.ZeroDiffer, math.NaN(), "bitwise")
 		zero += s.ZeroDiffer
 	}
-	t.Note("off: elements that differ (bitwise rows) or exceed the bound. g₁ is the full batch's first gradient: " +
-		"where it is tiny, AdamW's first step lr·g/(|g|+eps) is set by rounding, not by the gradient.")
+	t.Notes = append([]string{"off: elements that differ (bitwise rows) or exceed the bound. g₁ is the full batch's " +
+		"first gradient: where it is tiny, AdamW's first step lr·g/(|g|+eps) is set by rounding, not by the gradient."}, t.Notes...)
 	r.Metric("param_max_abs_diff", q.worstTight)
 	r.Check("DP: every rank's parameters bitwise rank 0's", differ == 0,
 		"%d elements differ over %d other ranks (rank 0's broadcast)", differ, len(d.sums)-1)
