@@ -63,10 +63,10 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 	}
 	r, err := body(ctx, c)
 	if cerr := c.Close(); err == nil && cerr != nil {
-		err = jobError(cerr)
+		err = cerr
 	}
 	if err != nil {
-		return nil, err
+		return nil, jobError(err) // a collective's failure: one line naming the rank
 	}
 	if dir := os.Getenv(envFigures); dir != "" && c.Rank() == 0 {
 		if err := r.WriteFigures(dir); err != nil {
