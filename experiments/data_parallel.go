@@ -107,6 +107,9 @@ func (c *dpConfig) validate(p int) error {
 	if !slices.Contains(parallel.Transports, c.Transport) {
 		return usageError("--set transport=%s: want one of %s", c.Transport, strings.Join(parallel.Transports, ", "))
 	}
+	if c.Transport == "mpi" && !parallel.MPIBuilt {
+		return usageError("--set transport=mpi: %v", parallel.ErrNoMPI)
+	}
 	if p < 2 || p > 8 {
 		return usageError("--set ranks=%d: want 2 to 8 processes", p)
 	}

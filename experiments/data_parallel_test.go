@@ -306,7 +306,12 @@ func TestDataParallelQuick(t *testing.T) {
 }
 
 func TestDataParallelBadInput(t *testing.T) {
+	mpi := struct{ set, want string }{"transport=mpi", "under mpirun"} // a -tags mpi build, not under mpirun
+	if !parallel.MPIBuilt {
+		mpi.want = "built without MPI"
+	}
 	for _, tc := range []struct{ set, want string }{
+		mpi,
 		{"unequal=4,4", "unequal=4,4"},
 		{"unequal=5,2", "summing to batch=8"},
 		{"batch=7", "batch=7"},

@@ -46,7 +46,7 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 	if transport != "mpi" {
 		var err error
 		if env, err = parallel.FromEnv(); err != nil {
-			return nil, usageError("%s: %v", lab, err)
+			return nil, usageError("%v", err)
 		}
 	}
 	c, err := parallel.Join(ctx, env, parallel.Options{Transport: transport})
@@ -93,7 +93,7 @@ func discardStdout() error {
 // settings and returns rank 0's report.
 func launchLab(ctx context.Context, lab string, cfg any, opt Options, nproc int, transport string) (*reports.Report, error) {
 	if transport == "mpi" {
-		return nil, usageError("%s: --set transport=mpi runs under mpirun (mpirun -np %d gptlab run %s --set transport=mpi)", lab, nproc, lab)
+		return nil, usageError("--set transport=mpi runs under mpirun (mpirun -np %d gptlab run %s --set transport=mpi)", nproc, lab)
 	}
 	self, err := os.Executable()
 	if err != nil {
