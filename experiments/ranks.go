@@ -44,7 +44,7 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 	if transport != "mpi" {
 		var err error
 		if env, err = parallel.FromEnv(); err != nil {
-			return nil, usageError("%s: %v", lab, err)
+			return nil, usageError("%v", err)
 		}
 	}
 	c, err := parallel.Join(ctx, env, parallel.Options{Transport: transport})
@@ -53,12 +53,14 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 	}
 	r, err := body(ctx, c)
 	if cerr := c.Close(); err == nil && cerr != nil {
-		err = jobError(cerr)
+		err = cerr
 	}
 	if err != nil {
-		return nil, err
+		return nil, jobError(err) // a collective's failure: one line naming the rank
 	}
-	r.Silent = c.Rank() != 0 // rank 0 prints the job's report
+	// rank 0 prints the job's report (mpirun, unlike gptlab launch, would
+	// show every rank's)
+	r.Silent = c.Rank() != 0
 	if dir := os.Getenv(envFigures); dir != "" && c.Rank() == 0 {
 		if err := r.WriteFigures(dir); err != nil {
 			return nil, err
@@ -71,7 +73,7 @@ func onRanks(ctx context.Context, lab string, cfg any, opt Options, nproc int, t
 // settings and returns rank 0's report.
 func launchLab(ctx context.Context, lab string, cfg any, opt Options, nproc int, transport string) (*reports.Report, error) {
 	if transport == "mpi" {
-		return nil, usageError("%s: --set transport=mpi runs under mpirun (mpirun -np %d gptlab run %s --set transport=mpi)", lab, nproc, lab)
+		return nil, usageError("--set transport=mpi runs under mpirun (mpirun -np %d gptlab run %s --set transport=mpi)", nproc, lab)
 	}
 	self, err := os.Executable()
 	if err != nil {
