@@ -126,19 +126,10 @@ func (op cachedAttnOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) 
 }
 
 func (op cachedAttnOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
-	if len(in) != 3 {
-		return nil, fmt.Errorf("%v: %d inputs, want 3", op, len(in))
-	}
-	if err := checkF32(op.String(), out, in[0], in[1], in[2]); err != nil {
+	if err := checkBind(op, out, in); err != nil {
 		return nil, err
 	}
-	s, err := op.check(shapesOfBufs(in))
-	if err != nil {
-		return nil, err
-	}
-	if !out.Shape.Eq(s) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
-	}
+	s := out.Shape
 	c := op.cache
 	H, Tmax, hs, T := c.cfg.Heads, c.cfg.Block, c.cfg.HeadSize(), s[1]
 	q, k, v, y := in[0].F32, in[1].F32, in[2].F32, out.F32

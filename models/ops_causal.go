@@ -109,19 +109,10 @@ func (op causalOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
 }
 
 func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
-	if len(in) != 2 {
-		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
-	}
-	if err := checkF32(op.String(), out, in[0], in[1]); err != nil {
+	if err := checkBind(op, out, in); err != nil {
 		return nil, err
 	}
-	s, err := op.check(shapesOfBufs(in))
-	if err != nil {
-		return nil, err
-	}
-	if !out.Shape.Eq(s) {
-		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
-	}
+	s := out.Shape
 	N, T := in[0].Shape[0], in[0].Shape[1]
 	d := in[1].Shape[2]
 	x, y, z := in[0].F32, in[1].F32, out.F32
