@@ -278,8 +278,7 @@ func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, 
 	fwd0, _ := ref.m.Work()
 	var rows []ckRow
 	for i, r := range runs {
-		fwd, again := r.m.Work()
-		_ = fwd
+		_, again := r.m.Work()
 		ms, spread := medianSpread(r.times)
 		rows = append(rows, ckRow{
 			name: names[i], peak: r.m.Arena().Stats().ArenaBytes, kept: r.m.KeptBytes(),

@@ -125,17 +125,7 @@ func maxRelDiff(p *models.Params, a, b []float32) (float64, string) {
 	for _, name := range p.Names() {
 		lo := p.Offset(name)
 		hi := lo + len(p.Slice(name))
-		var dd, bb float64
-		for i := lo; i < hi; i++ {
-			d := float64(a[i]) - float64(b[i])
-			dd += d * d
-			bb += float64(b[i]) * float64(b[i])
-		}
-		rel := math.Sqrt(dd / bb)
-		if bb == 0 {
-			rel = math.Sqrt(dd) // a zero reference: the absolute norm
-		}
-		if rel > worst || at == "" {
+		if rel := relDiff(a[lo:hi], b[lo:hi]); rel > worst || at == "" {
 			worst, at = rel, name
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 )
 
@@ -473,4 +474,44 @@ func Chen(n int, keep []int, part []bool) Moves {
 		end = starts[k]
 	}
 	return ms
+}
+
+// BestSubset is the fastest of Chen's single-level schedules (every subset
+// of checkpoints, each simulated) whose peak fits budget, and false when
+// none fits: the brute force the single-level dynamic program must equal.
+// It tries 2^(n-1) subsets.
+func BestSubset(links []Link, in, budget int64) (float64, bool) {
+	n := len(links)
+	best, ok := math.Inf(1), false
+	for mask := 0; mask < 1<<(n-1); mask++ {
+		var keep []int
+		for k := 1; k < n; k++ {
+			if mask&(1<<(k-1)) != 0 {
+				keep = append(keep, k)
+			}
+		}
+		if t, peak, err := Simulate(links, in, Chen(n, keep, nil)); err == nil && peak <= budget && t < best {
+			best, ok = t, true
+		}
+	}
+	return best, ok
+}
+
+// RandomChain is n links of unequal sizes and times drawn from r (each
+// forward's TempF covers what it keeps); with part, every other link has
+// a partial save. The searches are checked on such chains.
+func RandomChain(r *rand.Rand, n int, part bool) []Link {
+	links := make([]Link, n)
+	for i := range links {
+		l := Link{Out: 4 + r.Int64N(8), Saved: 5 + r.Int64N(30), TempB: r.Int64N(10), Grads: r.Int64N(5),
+			Fwd: 1 + float64(r.IntN(9)), Bwd: 2 + float64(r.IntN(9))}
+		l.TempF = l.Saved + r.Int64N(6)
+		if part && i%2 == 1 {
+			l.PartSaved = 1 + r.Int64N(l.Saved)
+			l.PartCost = 0.5 + float64(r.IntN(4))
+			l.PartTemp = r.Int64N(l.Saved - l.PartSaved + 1)
+		}
+		links[i] = l
+	}
+	return links
 }

@@ -7,24 +7,6 @@ import (
 	"testing"
 )
 
-// randomChain is n links of unequal sizes and times (TempF covers what a
-// forward keeps); with part, every other link has a partial save.
-func randomChain(r *rand.Rand, n int, part bool) []Link {
-	links := make([]Link, n)
-	for i := range links {
-		l := Link{Out: 4 + r.Int64N(8), Saved: 5 + r.Int64N(30), TempB: r.Int64N(10), Grads: r.Int64N(5),
-			Fwd: 1 + float64(r.IntN(9)), Bwd: 2 + float64(r.IntN(9))}
-		l.TempF = l.Saved + r.Int64N(6)
-		if part && i%2 == 1 {
-			l.PartSaved = 1 + r.Int64N(l.Saved)
-			l.PartCost = 0.5 + float64(r.IntN(4))
-			l.PartTemp = r.Int64N(l.Saved - l.PartSaved + 1)
-		}
-		links[i] = l
-	}
-	return links
-}
-
 // plainMoves is every forward, then every backward.
 func plainMoves(n int) Moves { return Chen(n, nil, nil) }
 
@@ -60,7 +42,7 @@ func TestOptimalEqualsExhaustive(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for trial := range 40 {
 		n := 2 + trial%8
-		links := randomChain(r, n, true)
+		links := RandomChain(r, n, true)
 		_, plainPeak, _ := Simulate(links, 6, plainMoves(n))
 		for _, frac := range []float64{0.3, 0.45, 0.6, 0.8, 1} {
 			budget := int64(frac * float64(plainPeak))
@@ -92,28 +74,13 @@ func TestSingleLevelEqualsEveryCheckpointSubset(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for trial := range 30 {
 		n := 3 + trial%10 // 3..12 links
-		links := randomChain(r, n, false)
+		links := RandomChain(r, n, false)
 		_, plainPeak, _ := Simulate(links, 5, plainMoves(n))
 		for _, frac := range []float64{0.35, 0.5, 0.7, 0.9} {
 			budget := int64(frac * float64(plainPeak))
-			best := math.Inf(1)
-			for mask := 0; mask < 1<<(n-1); mask++ {
-				var keep []int
-				for k := 1; k < n; k++ {
-					if mask&(1<<(k-1)) != 0 {
-						keep = append(keep, k)
-					}
-				}
-				time, peak, err := Simulate(links, 5, Chen(n, keep, nil))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if peak <= budget {
-					best = math.Min(best, time)
-				}
-			}
+			best, fits := BestSubset(links, 5, budget)
 			dp, err := Optimal(links, 5, budget, 1, false)
-			if math.IsInf(best, 1) {
+			if !fits {
 				if !errors.Is(err, ErrBudget) {
 					t.Errorf("n=%d budget %d: no subset fits, dp gives %v, %v", n, budget, dp.Moves, err)
 				}
@@ -136,7 +103,7 @@ func TestSingleLevelEqualsEveryCheckpointSubset(t *testing.T) {
 // schedule (no recomputation); one below every schedule's peak is refused;
 // a coarse quantum still fits the budget.
 func TestOptimalLimits(t *testing.T) {
-	links := randomChain(rand.New(rand.NewPCG(5, 6)), 9, true)
+	links := RandomChain(rand.New(rand.NewPCG(5, 6)), 9, true)
 	plainTime, plainPeak, _ := Simulate(links, 7, plainMoves(9))
 	s, err := Optimal(links, 7, plainPeak*2, 1, true)
 	if err != nil || s.Time > plainTime {
