@@ -1,0 +1,52 @@
+package crc32c
+
+import "hash/crc32"
+
+var table = crc32.MakeTable(crc32.Castagnoli)
+
+// minFold is the smallest input the folding kernel takes: below it the
+// CRC32 instruction (through hash/crc32) is as fast.
+const minFold = 1024
+
+// foldBlock is the kernel's unit: it folds whole multiples of it.
+const foldBlock = 256
+
+// Update returns the CRC-32C of p continued from crc, as
+// crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), p) does.
+func Update(crc uint32, p []byte) uint32 {
+	n := 0
+	if useFold && len(p) >= minFold {
+		n = len(p) - len(p)%foldBlock
+	}
+	if n == 0 {
+		return crc32.Update(crc, table, p)
+	}
+	lo, hi := foldKernel(^crc, p[:n])
+	return crc32.Update(finish(lo, hi), table, p[n:])
+}
+
+// Checksum is the CRC-32C of p.
+func Checksum(p []byte) uint32 { return Update(0, p) }
+
+// finish turns the folded 128-bit remainder into a checksum to continue
+// from: the remainder is congruent to the folded data modulo P, aligned
+// at its end, so the CRC register of the data is that of these 16 bytes
+// run from a zero register (byte by byte through the table: 16 lookups).
+// Checksums are the inverted register, as in hash/crc32.
+func finish(lo, hi uint64) uint32 {
+	reg := uint32(0)
+	for _, q := range [2]uint64{lo, hi} {
+		for i := 0; i < 64; i += 8 {
+			reg = table[byte(reg)^byte(q>>i)] ^ reg>>8
+		}
+	}
+	return ^reg
+}
+
+// Kernel names the code computing checksums of large inputs on this CPU.
+func Kernel() string {
+	if useFold {
+		return "avx512-vpclmulqdq"
+	}
+	return "hash/crc32"
+}
