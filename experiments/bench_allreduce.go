@@ -129,15 +129,16 @@ func benchAllreduceCommand(fs *flag.FlagSet) Runner {
 			return nil // rank 0 reports
 		}
 		var mpiNote string
+		var mpiErr error
 		if cfg.Transport == "all" {
 			var mpi []*sweep
-			mpi, mpiNote = openMPISweeps(ctx, cfg, sweeps[0].ranks, logFor(*format, stderr))
+			mpi, mpiNote, mpiErr = openMPISweeps(ctx, cfg, sweeps[0].ranks, logFor(*format, stderr))
 			if ctx.Err() != nil {
 				return interruptedf("bench allreduce: interrupted; %s", nothingSaved(*out, "the report is written at the end"))
 			}
 			sweeps = append(sweeps, mpi...)
 		}
-		return emit(allreduceReport(sweeps, cfg, mpiNote), *format, *out, stdout)
+		return emit(allreduceReport(sweeps, cfg, mpiNote, mpiErr), *format, *out, stdout)
 	}
 }
 

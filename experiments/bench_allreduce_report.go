@@ -20,6 +20,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"gptlab/internal/crc32c"
 	"gptlab/parallel"
 	"gptlab/reports"
 )
@@ -34,18 +35,20 @@ const (
 
 // openMPISweeps runs the same sweep through OpenMPI's MPI_Allreduce, once
 // over its shared-memory BTL (vader) and once over TCP, under mpirun; the
-// note says what was run or why nothing was.
-func openMPISweeps(ctx context.Context, cfg allreduceConfig, ranks int, log io.Writer) ([]*sweep, string) {
+// note says what was run or why nothing was. A run that was started and
+// failed, or whose report could not be read, is an error: the comparison
+// the report exists for would otherwise drop out unnoticed.
+func openMPISweeps(ctx context.Context, cfg allreduceConfig, ranks int, log io.Writer) ([]*sweep, string, error) {
 	if cfg.MPI == "off" {
-		return nil, "OpenMPI's MPI_Allreduce was not measured (--set mpi=off)."
+		return nil, "OpenMPI's MPI_Allreduce was not measured (--set mpi=off).", nil
 	}
 	mpirun, err := exec.LookPath("mpirun")
 	if err != nil {
-		return nil, "OpenMPI's MPI_Allreduce was not measured: mpirun is not installed (Debian: apt-get install openmpi-bin libopenmpi-dev)."
+		return nil, "OpenMPI's MPI_Allreduce was not measured: mpirun is not installed (Debian: apt-get install openmpi-bin libopenmpi-dev).", nil
 	}
 	bin, why := mpiBinary(cfg.MPI)
 	if bin == "" {
-		return nil, "OpenMPI's MPI_Allreduce was not measured: " + why
+		return nil, "OpenMPI's MPI_Allreduce was not measured: " + why, nil
 	}
 	var out []*sweep
 	for _, btl := range []struct{ name, list string }{{"mpi-vader", "self,vader"}, {"mpi-tcp", "self,tcp"}} {
@@ -62,17 +65,17 @@ func openMPISweeps(ctx context.Context, cfg allreduceConfig, ranks int, log io.W
 		cmd.Stderr = &stderr
 		stdout, err := cmd.Output()
 		if err != nil {
-			return out, fmt.Sprintf("OpenMPI's run over %s failed: %v: %s", btl.list, err, firstLine(stderr.String()))
+			return out, "", fmt.Errorf("OpenMPI's run over %s failed: %w: %s", btl.list, err, firstLine(stderr.String()))
 		}
 		s, err := parseSweep(stdout)
 		if err != nil {
-			return out, fmt.Sprintf("OpenMPI's run over %s: %v", btl.list, err)
+			return out, "", fmt.Errorf("OpenMPI's run over %s: %w", btl.list, err)
 		}
 		s.name = btl.name
 		out = append(out, s)
 	}
 	return out, fmt.Sprintf("OpenMPI: %s with --mca btl self,vader (mpi-vader) and self,tcp (mpi-tcp), the same sweep "+
-		"through MPI_Barrier and MPI_Allreduce (%s).", mpirun, bin)
+		"through MPI_Barrier and MPI_Allreduce (%s).", mpirun, bin), nil
 }
 
 // mpiBinary finds a gptlab built with -tags mpi.
@@ -144,8 +147,13 @@ func parseSweep(data []byte) (*sweep, error) {
 			if !ok || i >= len(row) {
 				return 0, false
 			}
-			f, ok := row[i].(float64)
-			return f, ok
+			switch v := row[i].(type) {
+			case float64:
+				return v, true
+			case time.Duration: // a duration column comes back typed
+				return v.Seconds(), true
+			}
+			return 0, false
 		}
 		for _, row := range t.Rows {
 			b, ok1 := num(row, "bytes")
@@ -238,8 +246,9 @@ func alphaBeta(s *sweep) (alpha time.Duration, gbps, worst float64) {
 	return time.Duration(a * 1e9), 1 / b / 1e9, worst
 }
 
-// allreduceReport is rank 0's report of every sweep.
-func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string) *reports.Report {
+// allreduceReport is rank 0's report of every sweep; mpiErr is OpenMPI's
+// run's failure, a failed check.
+func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string, mpiErr error) *reports.Report {
 	p := sweeps[0].ranks
 	r := reports.New("bench-allreduce", fmt.Sprintf("All-reduce of float32 on %d ranks: time, bandwidth, bytes", p))
 	r.Config.Set("transport", cfg.Transport)
@@ -300,12 +309,18 @@ func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string) *repo
 		}
 		r.Check(s.name+": bytes sent = 2(p-1)/p·N", worst <= 0.01, "worst over the sizes: %.2g%% off the ring model", 100*worst)
 	}
+	if mpiErr != nil {
+		r.Check("OpenMPI measured beside ours", false, "%v", mpiErr)
+	}
 	targetChecks(r, sweeps)
 	addAllreduceFigures(r, sweeps)
 
 	r.Note("Per size: one all-reduce of known values checks the sum (exact: the inputs are multiples of 1/64) and counts the bytes; then %d untimed, then %d batches, each a barrier and back-to-back all-reduces timed on rank 0; time is the median (and min) over the batches of the time per all-reduce. algbw = bytes/time; busbw = algbw·2(p-1)/p, NCCL-tests' bus bandwidth for all-reduce (equal to algbw on 2 ranks).", warmup, batches)
 	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 		r.Note("Load average when the report was written: %s (timings on a busy machine are slower and noisier).", strings.Join(strings.Fields(string(load))[:3], " "))
+	}
+	if findSweep(sweeps, "tcp") != nil {
+		r.Note("TCP frames carry a CRC-32C of header and payload, computed by the sender and checked by the receiver; here by %s (package internal/crc32c). OpenMPI's TCP transport adds no checksum of its own.", crc32c.Kernel())
 	}
 	if mpiNote != "" {
 		r.Note("%s", mpiNote)
