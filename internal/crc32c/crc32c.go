@@ -4,24 +4,41 @@ import "hash/crc32"
 
 var table = crc32.MakeTable(crc32.Castagnoli)
 
-// minFold is the smallest input the folding kernel takes: below it the
+// minFold is the smallest input a folding kernel takes: below it the
 // CRC32 instruction (through hash/crc32) is as fast.
 const minFold = 1024
 
-// foldBlock is the kernel's unit: it folds whole multiples of it.
-const foldBlock = 256
+// A kernel folds whole blocks of its size from a CRC register to a 128-bit
+// remainder (see foldGo, its contract).
+type kernel struct {
+	name  string
+	lanes int // 16-byte lanes a register: the block is 64·lanes bytes
+	fold  func(r uint32, p []byte) (lo, hi uint64)
+}
+
+// kernels lists the folding kernels this CPU and OS run, best first
+// (archKernels); active is the one Update uses, nil for hash/crc32 alone.
+var (
+	kernels = archKernels()
+	active  = first(kernels)
+)
+
+func first(ks []*kernel) *kernel {
+	if len(ks) == 0 {
+		return nil
+	}
+	return ks[0]
+}
 
 // Update returns the CRC-32C of p continued from crc, as
 // crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), p) does.
 func Update(crc uint32, p []byte) uint32 {
-	n := 0
-	if useFold && len(p) >= minFold {
-		n = len(p) - len(p)%foldBlock
-	}
-	if n == 0 {
+	k := active
+	if k == nil || len(p) < minFold {
 		return crc32.Update(crc, table, p)
 	}
-	lo, hi := foldKernel(^crc, p[:n])
+	n := len(p) - len(p)%(64*k.lanes)
+	lo, hi := k.fold(^crc, p[:n])
 	return crc32.Update(finish(lo, hi), table, p[n:])
 }
 
@@ -45,8 +62,8 @@ func finish(lo, hi uint64) uint32 {
 
 // Kernel names the code computing checksums of large inputs on this CPU.
 func Kernel() string {
-	if useFold {
-		return "avx512-vpclmulqdq"
+	if active == nil {
+		return "hash/crc32"
 	}
-	return "hash/crc32"
+	return active.name
 }

@@ -4,6 +4,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -16,27 +17,52 @@ func randomBytes(n int, seed uint64) []byte {
 	return p
 }
 
-// Update equals hash/crc32 on every path (kernel or not), for lengths
-// around the thresholds, at every alignment, continued from any value.
-func TestUpdateIsCRC32C(t *testing.T) {
-	data := randomBytes(70000, 4)
-	for _, fold := range []bool{false, true} {
-		if fold && !hasFold {
-			continue
-		}
-		useFold = fold
-		for _, n := range []int{0, 1, 15, 255, 256, 1023, 1024, 1025, 1279, 1280, 4095, 65536, 69000} {
-			for off := range 4 {
-				for _, crc := range []uint32{0, 0xFFFFFFFF, 0xDEADBEEF} {
-					p := data[off : off+n]
-					if got, want := Update(crc, p), crc32.Update(crc, table, p); got != want {
-						t.Fatalf("fold=%v n=%d off=%d crc=%#x: %#08x, hash/crc32 %#08x", fold, n, off, crc, got, want)
+// Each kernel this CPU runs gives foldGo's remainder bitwise: its
+// contract (foldGo itself is checked against hash/crc32 for every width).
+func TestKernelsAreFoldGo(t *testing.T) {
+	if len(kernels) == 0 {
+		t.Skip("no folding kernel runs here (no VPCLMULQDQ, or a purego build): foldGo stands for them, tested against hash/crc32")
+	}
+	data := randomBytes(64<<10+3, 3)
+	for _, k := range kernels {
+		consts := constantsFor(k.lanes)
+		for _, n := range []int{256, 512, 768, 1024, 4096, 64 << 10} {
+			for _, off := range []int{0, 1, 3} { // unaligned too
+				p := data[off : off+n]
+				for _, r := range []uint32{0, 0xFFFFFFFF, 0x12345678} {
+					lo, hi := k.fold(r, p)
+					wlo, whi := foldGo(r, p, k.lanes, consts)
+					if lo != wlo || hi != whi {
+						t.Fatalf("%s n=%d off=%d r=%#x: kernel %#x %#x, foldGo %#x %#x", k.name, n, off, r, lo, hi, wlo, whi)
 					}
 				}
 			}
 		}
 	}
-	useFold = hasFold
+}
+
+// paths is every way Update may run here: hash/crc32 alone (nil) and each
+// kernel.
+func paths() []*kernel { return append([]*kernel{nil}, kernels...) }
+
+// Update equals hash/crc32 on every path, for lengths around the
+// thresholds, at every alignment, continued from any value.
+func TestUpdateIsCRC32C(t *testing.T) {
+	defer func() { active = first(kernels) }()
+	data := randomBytes(70000, 4)
+	for _, k := range paths() {
+		active = k
+		for _, n := range []int{0, 1, 15, 127, 255, 256, 1023, 1024, 1025, 1151, 1279, 1280, 4095, 65536, 69000} {
+			for off := range 4 {
+				for _, crc := range []uint32{0, 0xFFFFFFFF, 0xDEADBEEF} {
+					p := data[off : off+n]
+					if got, want := Update(crc, p), crc32.Update(crc, table, p); got != want {
+						t.Fatalf("%s n=%d off=%d crc=%#x: %#08x, hash/crc32 %#08x", Kernel(), n, off, crc, got, want)
+					}
+				}
+			}
+		}
+	}
 }
 
 // A checksum continued piece by piece equals the whole one, whatever the
@@ -66,22 +92,21 @@ func TestBitFlipDetected(t *testing.T) {
 	}
 }
 
+// BenchmarkUpdate runs every path this CPU has on 4 KiB, 64 KiB, 1 MiB.
 func BenchmarkUpdate(b *testing.B) {
+	defer func() { active = first(kernels) }()
 	for _, n := range []int{4 << 10, 64 << 10, 1 << 20} {
 		p := randomBytes(n, 8)
-		b.Run(byteSize(n)+"/"+Kernel(), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			for b.Loop() {
-				Update(0, p)
-			}
-		})
-		b.Run(byteSize(n)+"/hash-crc32", func(b *testing.B) {
-			b.SetBytes(int64(n))
-			for b.Loop() {
-				crc32.Update(0, table, p)
-			}
-		})
+		for _, k := range paths() {
+			active = k
+			b.Run(byteSize(n)+"/"+strings.ReplaceAll(Kernel(), "/", "-"), func(b *testing.B) {
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				for b.Loop() {
+					Update(0, p)
+				}
+			})
+		}
 	}
 }
 

@@ -2,24 +2,24 @@ package crc32c
 
 import (
 	"hash/crc32"
-	"math/rand/v2"
 	"testing"
 )
 
-// The Go folding (the kernel's contract) against hash/crc32, for every
-// length of whole blocks up to 4 KiB and from several registers.
+// The Go folding (the kernels' contract) against hash/crc32, for both
+// register widths (the ZMM and YMM kernels' shapes, whether or not this
+// CPU runs them), every length of whole blocks up to 4 KiB and several
+// registers.
 func TestFoldGoIsCRC32C(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	data := make([]byte, 4096)
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
-	for n := foldBlock; n <= len(data); n += foldBlock {
-		for _, crc := range []uint32{0, 1, 0xFFFFFFFF, rng.Uint32()} {
-			p := data[:n]
-			want := crc32.Update(crc, table, p)
-			if got := finish(foldGo(^crc, p, foldConstants)); got != want {
-				t.Fatalf("n=%d crc=%#x: folded %#08x, hash/crc32 %#08x", n, crc, got, want)
+	data := randomBytes(4096, 1)
+	for _, w := range []int{4, 2} {
+		k := constantsFor(w)
+		for n := 64 * w; n <= len(data); n += 64 * w {
+			for _, crc := range []uint32{0, 1, 0xFFFFFFFF, 0x9E3779B9} {
+				p := data[:n]
+				want := crc32.Update(crc, table, p)
+				if got := finish(foldGo(^crc, p, w, k)); got != want {
+					t.Fatalf("w=%d n=%d crc=%#x: folded %#08x, hash/crc32 %#08x", w, n, crc, got, want)
+				}
 			}
 		}
 	}
@@ -27,11 +27,12 @@ func TestFoldGoIsCRC32C(t *testing.T) {
 
 // A wrong constant is caught: the negative control of the test above.
 func TestFoldGoWrongConstant(t *testing.T) {
-	p := make([]byte, 1024)
-	p[100] = 1
-	k := *foldConstants
-	k[0] ^= 1 << 40
-	if finish(foldGo(^uint32(0), p, &k)) == crc32.Checksum(p, table) {
-		t.Fatal("a damaged 256-byte constant still gave the checksum")
+	p := randomBytes(1024, 2)
+	for i := range constantsFor(4) {
+		k := constantsFor(4)
+		k[i] ^= 1 << 40
+		if i < 10 && finish(foldGo(^uint32(0), p, 4, k)) == crc32.Checksum(p, table) {
+			t.Errorf("constant %d damaged, still the checksum", i)
+		}
 	}
 }

@@ -44,19 +44,27 @@ func distance(bytes int) pair {
 	return pair{h: bits.Reverse64(uint64(xPowMod(d + 63))), l: bits.Reverse64(uint64(xPowMod(d - 1)))}
 }
 
-// constants is the kernel's table, in its layout: the 256-byte and 64-byte
-// distances (one lane each, broadcast by the kernel) and, for the last
-// four lanes, the distances to the last lane: 48, 32, 16 bytes and none.
-type constants [12]uint64
+// A kernel's shape: four registers of w lanes each (w = 4 for ZMM, 2 for
+// YMM), so one round folds a block of 64w bytes.
+//
+// constants is a kernel's table, in its layout: the block's distance and
+// a register's (16w bytes), one lane each, which the kernel broadcasts;
+// then, for the last register's w lanes, each lane's distance to the last
+// lane: 16(w-1), …, 16 bytes, and none (zeros: the last lane stays).
+type constants []uint64
 
-var foldConstants = func() *constants {
-	var k constants
-	for i, b := range []int{256, 64, 48, 32, 16} {
+func constantsFor(w int) constants {
+	k := make(constants, 4+2*w)
+	dists := []int{64 * w, 16 * w}
+	for j := range w - 1 {
+		dists = append(dists, 16*(w-1-j))
+	}
+	for i, b := range dists {
 		p := distance(b)
 		k[2*i], k[2*i+1] = p.h, p.l
 	}
-	return &k // k[10], k[11] stay 0: the last lane is not moved
-}()
+	return k
+}
 
 type lane struct{ lo, hi uint64 }
 
@@ -87,32 +95,34 @@ func clmul(a, b uint64) (lo, hi uint64) {
 	return lo, hi
 }
 
-// foldGo folds p (a multiple of 256 bytes, at least 256) from the CRC
-// register r to a 128-bit remainder, exactly as the kernel does: sixteen
-// lanes (lane 4i+j is lane j of ZMM i), r XORed into the first, each lane
-// moved 256 bytes forward and XORed with the next 256 bytes' same lane;
-// then register i into i+1 (64 bytes), then the last register's lanes
-// into its last (48, 32, 16 bytes).
-func foldGo(r uint32, p []byte, k *constants) (lo, hi uint64) {
-	var a [16]lane
+// foldGo folds p (a multiple of the block, 64w bytes, at least one) from
+// the CRC register r to a 128-bit remainder, exactly as the kernel of w
+// lanes a register does: 4w lanes (lane w·i+j is lane j of register i),
+// r XORed into the first, each lane moved a block forward and XORed with
+// the next block's same lane; then register i into i+1 (16w bytes on),
+// then the last register's lanes into its last.
+func foldGo(r uint32, p []byte, w int, k constants) (lo, hi uint64) {
+	block := 64 * w
+	a := make([]lane, 4*w)
 	for t := range a {
 		a[t] = load(p[16*t:])
 	}
 	a[0].lo ^= uint64(r)
-	d256, d64 := pair{k[0], k[1]}, pair{k[2], k[3]}
-	for off := 256; off < len(p); off += 256 {
+	dBlock, dReg := pair{k[0], k[1]}, pair{k[2], k[3]}
+	for off := block; off < len(p); off += block {
 		for t := range a {
-			a[t] = d256.forward(a[t]).xor(load(p[off+16*t:]))
+			a[t] = dBlock.forward(a[t]).xor(load(p[off+16*t:]))
 		}
 	}
 	for i := range 3 {
-		for j := range 4 {
-			a[4*(i+1)+j] = a[4*(i+1)+j].xor(d64.forward(a[4*i+j]))
+		for j := range w {
+			a[w*(i+1)+j] = a[w*(i+1)+j].xor(dReg.forward(a[w*i+j]))
 		}
 	}
-	x := a[15]
-	for j := range 4 {
-		x = x.xor(pair{k[4+2*j], k[5+2*j]}.forward(a[12+j]))
+	last := a[3*w:]
+	x := last[w-1]
+	for j := range w {
+		x = x.xor(pair{k[4+2*j], k[5+2*j]}.forward(last[j]))
 	}
 	return x.lo, x.hi
 }

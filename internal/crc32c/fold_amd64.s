@@ -4,7 +4,7 @@
 
 #include "textflag.h"
 
-// func foldAVX512(r uint32, p *byte, n int, k *[12]uint64) (lo uint64, hi uint64)
+// func foldAVX512(r uint32, p *byte, n int, k *uint64) (lo uint64, hi uint64)
 // Requires: AVX, AVX2, AVX512F, VPCLMULQDQ
 TEXT ·foldAVX512(SB), NOSPLIT, $0-48
 	MOVQ            p+8(FP), AX
@@ -21,9 +21,9 @@ TEXT ·foldAVX512(SB), NOSPLIT, $0-48
 	ADDQ            $0x00000100, AX
 	SUBQ            $0x00000100, CX
 
-fold256:
+foldAVX512_block:
 	TESTQ      CX, CX
-	JZ         reduce
+	JZ         foldAVX512_reduce
 	VPCLMULQDQ $0x00, Z8, Z0, Z4
 	VPCLMULQDQ $0x11, Z8, Z0, Z0
 	VPCLMULQDQ $0x00, Z8, Z1, Z5
@@ -38,22 +38,25 @@ fold256:
 	VPTERNLOGD $0x96, 192(AX), Z7, Z3
 	ADDQ       $0x00000100, AX
 	SUBQ       $0x00000100, CX
-	JMP        fold256
+	JMP        foldAVX512_block
 
-reduce:
+foldAVX512_reduce:
 	// Each register into the next, 64 bytes on.
 	VBROADCASTI32X4 16(DX), Z8
 	VPCLMULQDQ      $0x00, Z8, Z0, Z4
 	VPCLMULQDQ      $0x11, Z8, Z0, Z0
-	VPTERNLOGD      $0x96, Z0, Z4, Z1
+	VPXORQ          Z0, Z4, Z4
+	VPXORQ          Z4, Z1, Z1
 	VPCLMULQDQ      $0x00, Z8, Z1, Z5
 	VPCLMULQDQ      $0x11, Z8, Z1, Z1
-	VPTERNLOGD      $0x96, Z1, Z5, Z2
+	VPXORQ          Z1, Z5, Z5
+	VPXORQ          Z5, Z2, Z2
 	VPCLMULQDQ      $0x00, Z8, Z2, Z6
 	VPCLMULQDQ      $0x11, Z8, Z2, Z2
-	VPTERNLOGD      $0x96, Z2, Z6, Z3
+	VPXORQ          Z2, Z6, Z6
+	VPXORQ          Z6, Z3, Z3
 
-	// The last register's lanes into its last lane: 48, 32, 16 bytes on.
+	// The last register's lanes into its last lane.
 	VMOVDQU64     32(DX), Z8
 	VEXTRACTI32X4 $0x03, Z3, X10
 	VPCLMULQDQ    $0x00, Z8, Z3, Z4
@@ -69,4 +72,85 @@ reduce:
 	VZEROUPPER
 	MOVQ          AX, lo+32(FP)
 	MOVQ          CX, hi+40(FP)
+	RET
+
+// func foldAVX2(r uint32, p *byte, n int, k *uint64) (lo uint64, hi uint64)
+// Requires: AVX, AVX2, VPCLMULQDQ
+TEXT ·foldAVX2(SB), NOSPLIT, $0-48
+	MOVQ           p+8(FP), AX
+	MOVQ           n+16(FP), CX
+	MOVQ           k+24(FP), DX
+	MOVL           r+0(FP), BX
+	VMOVDQU        (AX), Y0
+	VMOVDQU        32(AX), Y1
+	VMOVDQU        64(AX), Y2
+	VMOVDQU        96(AX), Y3
+	VMOVD          BX, X9
+	VPXOR          Y9, Y0, Y0
+	VBROADCASTI128 (DX), Y8
+	ADDQ           $0x00000080, AX
+	SUBQ           $0x00000080, CX
+
+foldAVX2_block:
+	TESTQ      CX, CX
+	JZ         foldAVX2_reduce
+	VPCLMULQDQ $0x00, Y8, Y0, Y4
+	VPCLMULQDQ $0x11, Y8, Y0, Y0
+	VPCLMULQDQ $0x00, Y8, Y1, Y5
+	VPCLMULQDQ $0x11, Y8, Y1, Y1
+	VPCLMULQDQ $0x00, Y8, Y2, Y6
+	VPCLMULQDQ $0x11, Y8, Y2, Y2
+	VPCLMULQDQ $0x00, Y8, Y3, Y7
+	VPCLMULQDQ $0x11, Y8, Y3, Y3
+	VPXOR      (AX), Y4, Y4
+	VPXOR      Y4, Y0, Y0
+	VPXOR      32(AX), Y5, Y5
+	VPXOR      Y5, Y1, Y1
+	VPXOR      64(AX), Y6, Y6
+	VPXOR      Y6, Y2, Y2
+	VPXOR      96(AX), Y7, Y7
+	VPXOR      Y7, Y3, Y3
+	ADDQ       $0x00000080, AX
+	SUBQ       $0x00000080, CX
+	JMP        foldAVX2_block
+
+foldAVX2_reduce:
+	// Each register into the next, 32 bytes on.
+	VBROADCASTI128 16(DX), Y8
+	VPCLMULQDQ     $0x00, Y8, Y0, Y4
+	VPCLMULQDQ     $0x11, Y8, Y0, Y0
+	VPXOR          Y0, Y4, Y4
+	VPXOR          Y4, Y1, Y1
+	VPCLMULQDQ     $0x00, Y8, Y1, Y5
+	VPCLMULQDQ     $0x11, Y8, Y1, Y1
+	VPXOR          Y1, Y5, Y5
+	VPXOR          Y5, Y2, Y2
+	VPCLMULQDQ     $0x00, Y8, Y2, Y6
+	VPCLMULQDQ     $0x11, Y8, Y2, Y2
+	VPXOR          Y2, Y6, Y6
+	VPXOR          Y6, Y3, Y3
+
+	// The last register's lanes into its last lane.
+	VMOVDQU      32(DX), Y8
+	VEXTRACTI128 $0x01, Y3, X10
+	VPCLMULQDQ   $0x00, Y8, Y3, Y4
+	VPCLMULQDQ   $0x11, Y8, Y3, Y3
+	VPXOR        Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPXOR        X4, X3, X3
+	VPXOR        X10, X3, X3
+	VMOVQ        X3, AX
+	VPEXTRQ      $0x01, X3, CX
+	VZEROUPPER
+	MOVQ         AX, lo+32(FP)
+	MOVQ         CX, hi+40(FP)
+	RET
+
+// func cpuid7ECX() uint32
+// Requires: CPUID
+TEXT ·cpuid7ECX(SB), NOSPLIT, $0-4
+	MOVL $0x00000007, AX
+	XORL CX, CX
+	CPUID
+	MOVL CX, ret+0(FP)
 	RET

@@ -5,5 +5,14 @@
 package crc32c
 
 // foldAVX512 folds p[:n] (n a multiple of 256, at least 256) from the CRC
-// register r to a 128-bit remainder, as foldGo does, with the constants k.
-func foldAVX512(r uint32, p *byte, n int, k *[12]uint64) (lo uint64, hi uint64)
+// register r to a 128-bit remainder, as foldGo does with 4 lanes a register,
+// with the table k (constantsFor(4)).
+func foldAVX512(r uint32, p *byte, n int, k *uint64) (lo uint64, hi uint64)
+
+// foldAVX2 folds p[:n] (n a multiple of 128, at least 128) from the CRC
+// register r to a 128-bit remainder, as foldGo does with 2 lanes a register,
+// with the table k (constantsFor(2)).
+func foldAVX2(r uint32, p *byte, n int, k *uint64) (lo uint64, hi uint64)
+
+// cpuid7ECX is ECX of CPUID leaf 7, subleaf 0 (bit 10: VPCLMULQDQ).
+func cpuid7ECX() uint32

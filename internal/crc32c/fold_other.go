@@ -2,10 +2,5 @@
 
 package crc32c
 
-// hasFold is false: this build has no folding kernel.
-const hasFold = false
-
-// useFold stays false; tests set it to hasFold.
-var useFold = false
-
-func foldKernel(r uint32, p []byte) (lo, hi uint64) { return foldGo(r, p, foldConstants) }
+// archKernels is empty: this build has no folding kernel.
+func archKernels() []*kernel { return nil }

@@ -6,11 +6,13 @@
 //	go run -C asm . -out ../fold_amd64.s -stubs ../fold_amd64_stubs.go -pkg crc32c
 //
 // avo v0.5.0 knows VPCLMULQDQ on XMM registers only; Go's assembler has
-// the EVEX forms, so the ZMM multiplies are emitted as raw instructions
-// on physical registers.
+// the VEX (YMM) and EVEX (ZMM) forms, so the multiplies are emitted as raw
+// instructions, on physical registers throughout.
 package main
 
 import (
+	"strconv"
+
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
@@ -19,7 +21,9 @@ import (
 
 func main() {
 	ConstraintExpr("amd64,!purego")
-	genFold()
+	genFold(4)
+	genFold(2)
+	genCPUID()
 	Generate()
 }
 
@@ -31,7 +35,7 @@ func clmul(imm uint8, b, a, dst reg.Register) {
 		Operands: []Op{U8(imm), b, a, dst},
 		Inputs:   []Op{b, a},
 		Outputs:  []Op{dst},
-		ISA:      []string{"AVX512F", "VPCLMULQDQ"},
+		ISA:      []string{"VPCLMULQDQ"},
 	})
 }
 
@@ -43,55 +47,103 @@ func forward(k, a, t reg.Register) {
 	clmul(0x11, k, a, a)
 }
 
-func genFold() {
-	TEXT("foldAVX512", NOSPLIT, "func(r uint32, p *byte, n int, k *[12]uint64) (lo, hi uint64)")
-	Doc("foldAVX512 folds p[:n] (n a multiple of 256, at least 256) from the CRC",
-		"register r to a 128-bit remainder, as foldGo does, with the constants k.")
+// genFold writes the kernel of four registers of w lanes: foldAVX512 on
+// ZMM (w = 4, VPTERNLOGD's three-way XOR) or foldAVX2 on YMM (w = 2, the
+// VEX VPCLMULQDQ, two XORs).
+func genFold(w int) {
+	zmm := w == 4
+	name := "foldAVX2"
+	acc := []reg.VecPhysical{reg.Y0, reg.Y1, reg.Y2, reg.Y3}
+	tmp := []reg.VecPhysical{reg.Y4, reg.Y5, reg.Y6, reg.Y7}
+	k, r9 := reg.VecPhysical(reg.Y8), reg.VecPhysical(reg.Y9)
+	if zmm {
+		name = "foldAVX512"
+		for i := range acc {
+			acc[i], tmp[i] = acc[i].AsZ().(reg.VecPhysical), tmp[i].AsZ().(reg.VecPhysical)
+		}
+		k, r9 = reg.Z8, reg.Z9
+	}
+	block, regBytes := 64*w, 16*w
+	TEXT(name, NOSPLIT, "func(r uint32, p *byte, n int, k *uint64) (lo, hi uint64)")
+	Doc(name+" folds p[:n] (n a multiple of "+itoa(block)+", at least "+itoa(block)+") from the CRC",
+		"register r to a 128-bit remainder, as foldGo does with "+itoa(w)+" lanes a register,",
+		"with the table k (constantsFor("+itoa(w)+")).")
 	ptr := Load(Param("p"), GP64())
 	n := Load(Param("n"), GP64())
 	kp := Load(Param("k"), GP64())
 	r := Load(Param("r"), GP32())
-
-	acc := []reg.Register{reg.Z0, reg.Z1, reg.Z2, reg.Z3}
-	tmp := []reg.Register{reg.Z4, reg.Z5, reg.Z6, reg.Z7}
-	k := reg.Z8
-	for i, a := range acc {
-		VMOVDQU64(Mem{Base: ptr, Disp: 64 * i}, a)
+	load := func(m Mem, dst reg.Register) {
+		if zmm {
+			VMOVDQU64(m, dst)
+		} else {
+			VMOVDQU(m, dst)
+		}
 	}
-	VMOVD(r, reg.X9) // zeroes the rest of Z9
-	VPXORQ(reg.Z9, reg.Z0, reg.Z0)
-	VBROADCASTI32X4(Mem{Base: kp}, k)
-	ADDQ(U32(256), ptr)
-	SUBQ(U32(256), n)
+	xor := func(a, b, dst reg.Register) { // dst = a ^ b
+		if zmm {
+			VPXORQ(a, b, dst)
+		} else {
+			VPXOR(a, b, dst)
+		}
+	}
+	broadcast := func(m Mem, dst reg.Register) {
+		if zmm {
+			VBROADCASTI32X4(m, dst)
+		} else {
+			VBROADCASTI128(m, dst)
+		}
+	}
+	for i, a := range acc {
+		load(Mem{Base: ptr, Disp: regBytes * i}, a)
+	}
+	VMOVD(r, reg.X9) // VEX: zeroes the rest of the register
+	xor(r9, acc[0], acc[0])
+	broadcast(Mem{Base: kp}, k)
+	ADDQ(U32(block), ptr)
+	SUBQ(U32(block), n)
 
-	Label("fold256")
+	loop, reduce := name+"_block", name+"_reduce"
+	Label(loop)
 	TESTQ(n, n)
-	JZ(LabelRef("reduce"))
+	JZ(LabelRef(reduce))
 	for i, a := range acc {
 		forward(k, a, tmp[i])
 	}
 	for i, a := range acc {
-		VPTERNLOGD(U8(0x96), Mem{Base: ptr, Disp: 64 * i}, tmp[i], a) // a ^= t ^ next
+		m := Mem{Base: ptr, Disp: regBytes * i}
+		if zmm {
+			VPTERNLOGD(U8(0x96), m, tmp[i], a) // a ^= t ^ next
+		} else {
+			VPXOR(m, tmp[i], tmp[i])
+			VPXOR(tmp[i], a, a)
+		}
 	}
-	ADDQ(U32(256), ptr)
-	SUBQ(U32(256), n)
-	JMP(LabelRef("fold256"))
+	ADDQ(U32(block), ptr)
+	SUBQ(U32(block), n)
+	JMP(LabelRef(loop))
 
-	Label("reduce")
-	Comment("Each register into the next, 64 bytes on.")
-	VBROADCASTI32X4(Mem{Base: kp, Disp: 16}, k)
+	Label(reduce)
+	Comment("Each register into the next, " + itoa(regBytes) + " bytes on.")
+	broadcast(Mem{Base: kp, Disp: 16}, k)
 	for i := range 3 {
 		forward(k, acc[i], tmp[i])
-		VPTERNLOGD(U8(0x96), acc[i], tmp[i], acc[i+1])
+		xor(acc[i], tmp[i], tmp[i])
+		xor(tmp[i], acc[i+1], acc[i+1])
 	}
-	Comment("The last register's lanes into its last lane: 48, 32, 16 bytes on.")
-	VMOVDQU64(Mem{Base: kp, Disp: 32}, k)
+	Comment("The last register's lanes into its last lane.")
+	load(Mem{Base: kp, Disp: 32}, k)
 	x := acc[3]
-	VEXTRACTI32X4(U8(3), x, reg.X10) // the last lane, moved by nothing
-	forward(k, x, reg.Z4)
-	VPXORQ(reg.Z4, x, x)
-	VEXTRACTI64X4(U8(1), x, reg.Y4)
-	VPXOR(reg.Y4, x.(reg.VecPhysical).AsY(), reg.Y3)
+	if zmm {
+		VEXTRACTI32X4(U8(3), x, reg.X10) // the last lane, moved by nothing
+	} else {
+		VEXTRACTI128(U8(1), x, reg.X10)
+	}
+	forward(k, x, tmp[0])
+	xor(tmp[0], x, x)
+	if zmm {
+		VEXTRACTI64X4(U8(1), x, reg.Y4)
+		VPXOR(reg.Y4, reg.Y3, reg.Y3)
+	}
 	VEXTRACTI128(U8(1), reg.Y3, reg.X4)
 	VPXOR(reg.X4, reg.X3, reg.X3)
 	VPXOR(reg.X10, reg.X3, reg.X3)
@@ -103,3 +155,17 @@ func genFold() {
 	Store(hi, Return("hi"))
 	RET()
 }
+
+// genCPUID writes cpuid7ECX: x/sys/cpu reports VPCLMULQDQ only with
+// AVX-512, but AVX2 CPUs have it too (on YMM).
+func genCPUID() {
+	TEXT("cpuid7ECX", NOSPLIT, "func() uint32")
+	Doc("cpuid7ECX is ECX of CPUID leaf 7, subleaf 0 (bit 10: VPCLMULQDQ).")
+	MOVL(U32(7), reg.EAX)
+	XORL(reg.ECX, reg.ECX)
+	CPUID()
+	Store(reg.ECX, ReturnIndex(0))
+	RET()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
