@@ -1,6 +1,11 @@
 package crc32c
 
-import "hash/crc32"
+import (
+	"fmt"
+	"hash/crc32"
+	"os"
+	"strings"
+)
 
 var table = crc32.MakeTable(crc32.Castagnoli)
 
@@ -20,8 +25,57 @@ type kernel struct {
 // (archKernels); active is the one Update uses, nil for hash/crc32 alone.
 var (
 	kernels = archKernels()
-	active  = first(kernels)
+	active  = fromEnv()
 )
+
+// fromEnv is the kernel GPTLAB_CRC32C names (for comparisons:
+// GPTLAB_CRC32C=hash/crc32), else the best one.
+func fromEnv() *kernel {
+	name := os.Getenv("GPTLAB_CRC32C")
+	if name == "" {
+		return first(kernels)
+	}
+	k, err := find(name)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gptlab: GPTLAB_CRC32C: %v; using %s\n", err, nameOf(first(kernels)))
+		return first(kernels)
+	}
+	return k
+}
+
+// find is the kernel called name ("hash/crc32": none).
+func find(name string) (*kernel, error) {
+	if name == "hash/crc32" {
+		return nil, nil
+	}
+	names := []string{"hash/crc32"}
+	for _, k := range kernels {
+		if k.name == name {
+			return k, nil
+		}
+		names = append(names, k.name)
+	}
+	return nil, fmt.Errorf("no kernel %q on this CPU (it has %s)", name, strings.Join(names, ", "))
+}
+
+// SetKernel makes Update use the kernel called name: one of Kernels().
+func SetKernel(name string) error {
+	k, err := find(name)
+	if err != nil {
+		return err
+	}
+	active = k
+	return nil
+}
+
+// Kernels names the paths this CPU runs, best first; hash/crc32 is last.
+func Kernels() []string {
+	var names []string
+	for _, k := range kernels {
+		names = append(names, k.name)
+	}
+	return append(names, "hash/crc32")
+}
 
 func first(ks []*kernel) *kernel {
 	if len(ks) == 0 {
@@ -60,10 +114,12 @@ func finish(lo, hi uint64) uint32 {
 	return ^reg
 }
 
-// Kernel names the code computing checksums of large inputs on this CPU.
-func Kernel() string {
-	if active == nil {
+// Kernel names the code computing checksums of large inputs now.
+func Kernel() string { return nameOf(active) }
+
+func nameOf(k *kernel) string {
+	if k == nil {
 		return "hash/crc32"
 	}
-	return active.name
+	return k.name
 }

@@ -65,6 +65,19 @@ func TestUpdateIsCRC32C(t *testing.T) {
 	}
 }
 
+// SetKernel takes every name Kernels lists and refuses others.
+func TestSetKernel(t *testing.T) {
+	defer func() { active = first(kernels) }()
+	for _, name := range Kernels() {
+		if err := SetKernel(name); err != nil || Kernel() != name {
+			t.Errorf("SetKernel(%q): %v, now %s", name, err, Kernel())
+		}
+	}
+	if err := SetKernel("sse9"); err == nil {
+		t.Error("SetKernel(sse9) succeeded")
+	}
+}
+
 // A checksum continued piece by piece equals the whole one, whatever the
 // pieces (the TCP engine sums a frame as the socket takes it).
 func TestUpdateInPieces(t *testing.T) {
