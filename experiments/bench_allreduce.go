@@ -149,11 +149,27 @@ func runSweep(ctx context.Context, env parallel.Env, transport string, cfg allre
 		return nil, 0, err
 	}
 	defer c.Close()
+	s, err := sweepOn(ctx, c, doublings(cfg.MinBytes, cfg.MaxBytes))
+	return s, c.Rank(), err
+}
+
+// doublings is lo, 2·lo, … up to hi.
+func doublings(lo, hi int) []int {
+	var sizes []int
+	for b := lo; b <= hi; b *= 2 {
+		sizes = append(sizes, b)
+	}
+	return sizes
+}
+
+// sweepOn times all-reduces of each size (bytes, multiples of 4) on the
+// communicator's ranks, every rank calling it with the same sizes.
+func sweepOn(ctx context.Context, c *parallel.Comm, sizes []int) (*sweep, error) {
 	p, r := c.Size(), c.Rank()
-	s := &sweep{ranks: p}
-	for bytes := cfg.MinBytes; bytes <= cfg.MaxBytes; bytes *= 2 {
+	s := &sweep{name: c.Transport(), ranks: p}
+	for _, bytes := range sizes {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		n := bytes / 4
 		buf := make([]float32, n)
@@ -165,7 +181,7 @@ func runSweep(ctx context.Context, env parallel.Env, transport string, cfg allre
 		// never overflows.
 		before := c.Stats()
 		if err := c.AllReduce(buf); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		moved := c.Stats().Sub(before).Of(parallel.AllReduce)
 		if !exactSum(buf, p) {
@@ -174,7 +190,7 @@ func runSweep(ctx context.Context, env parallel.Env, transport string, cfg allre
 		clear(buf)
 		for range warmup {
 			if err := c.AllReduce(buf); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 		}
 		iters := iterations(bytes)
@@ -182,12 +198,12 @@ func runSweep(ctx context.Context, env parallel.Env, transport string, cfg allre
 		times := make([]time.Duration, batches)
 		for b := range batches {
 			if err := c.Barrier(); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			t0 := time.Now()
 			for range per {
 				if err := c.AllReduce(buf); err != nil {
-					return nil, 0, err
+					return nil, err
 				}
 			}
 			times[b] = time.Since(t0) / time.Duration(per)
@@ -199,7 +215,7 @@ func runSweep(ctx context.Context, env parallel.Env, transport string, cfg allre
 		slices.Sort(times)
 		s.rows = append(s.rows, sweepRow{bytes: bytes, iters: per * batches, median: times[batches/2], min: times[0], sent: sent})
 	}
-	return s, r, nil
+	return s, nil
 }
 
 // benchValue is rank r's element i: a multiple of 1/64 below 16 in

@@ -249,13 +249,46 @@ func alphaBeta(s *sweep) (alpha time.Duration, gbps, worst float64) {
 // allreduceReport is rank 0's report of every sweep; mpiErr is OpenMPI's
 // run's failure, a failed check.
 func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string, mpiErr error) *reports.Report {
-	p := sweeps[0].ranks
-	r := reports.New("bench-allreduce", fmt.Sprintf("All-reduce of float32 on %d ranks: time, bandwidth, bytes", p))
+	r := reports.New("bench-allreduce", fmt.Sprintf("All-reduce of float32 on %d ranks: time, bandwidth, bytes", sweeps[0].ranks))
 	r.Config.Set("transport", cfg.Transport)
 	r.Config.Set("min-bytes", cfg.MinBytes)
 	r.Config.Set("max-bytes", cfg.MaxBytes)
 	r.Config.Set("mpi", cfg.MPI)
-	r.Metric("ranks", p)
+	r.Metric("ranks", sweeps[0].ranks)
+	wrong := 0
+	for _, s := range sweeps {
+		wrong += s.wrong
+	}
+	r.Metric("wrong_sizes", wrong)
+	addSweeps(r, sweeps, false)
+	if mpiErr != nil {
+		r.Check("OpenMPI measured beside ours", false, "%v", mpiErr)
+	}
+	targetChecks(r, sweeps)
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.Note("Load average when the report was written: %s (timings on a busy machine are slower and noisier).", strings.Join(strings.Fields(string(load))[:3], " "))
+	}
+	if findSweep(sweeps, "tcp") != nil {
+		r.Note("TCP frames carry a CRC-32C of header and payload, computed by the sender and checked by the receiver; here by %s (package internal/crc32c). OpenMPI's TCP transport adds no checksum of its own.", crc32c.Kernel())
+	}
+	if mpiNote != "" {
+		r.Note("%s", mpiNote)
+	}
+	r.Note("CPU processes on one machine: the figures teach the latency and bandwidth terms of the ring; they say nothing about GPU interconnects.")
+	return r
+}
+
+// addSweeps adds the sweeps' metrics (allreduce_4kib_us and
+// allreduce_16mib_ms of the first), a table each, the side-by-side
+// medians, the alpha-beta fit, the checks of sums and bytes, and the
+// figures. In a lab's report (lab) the tables and checks say "all-reduce".
+func addSweeps(r *reports.Report, sweeps []*sweep, lab bool) {
+	title := func(s *sweep) string { return "Sweep over " + s.name } // parseSweep reads these
+	check := func(s *sweep) string { return s.name }
+	if lab {
+		title = func(s *sweep) string { return "All-reduce over " + s.name + " by size" }
+		check = func(s *sweep) string { return "all-reduce over " + s.name }
+	}
 	primary := sweeps[0]
 	if row, ok := primary.at(4 << 10); ok {
 		r.Metric("allreduce_4kib_us", us(row.median))
@@ -263,14 +296,9 @@ func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string, mpiEr
 	if row, ok := primary.at(16 << 20); ok {
 		r.Metric("allreduce_16mib_ms", us(row.median)/1e3)
 	}
-	wrong := 0
-	for _, s := range sweeps {
-		wrong += s.wrong
-	}
-	r.Metric("wrong_sizes", wrong)
 
 	for _, s := range sweeps {
-		t := r.AddTable("Sweep over "+s.name, reports.Bytes("bytes"), reports.Int("iterations"),
+		t := r.AddTable(title(s), reports.Bytes("bytes"), reports.Int("iterations"),
 			reports.Duration("median", time.Microsecond, 2), reports.Duration("min", time.Microsecond, 2),
 			reports.Float("algbw GB/s", 3), reports.Float("busbw GB/s", 3), reports.Bytes("sent/rank"))
 		for _, row := range s.rows {
@@ -285,7 +313,7 @@ func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string, mpiEr
 	if len(sweeps) > 1 {
 		compareTable(r, sweeps)
 	}
-	fit := r.AddTable("Alpha-beta fit: t = α + n/bw (relative least squares over the sizes)", reports.Text("transport"),
+	fit := r.AddTable("All-reduce alpha-beta fit: t = α + n/bw (relative least squares over the sizes)", reports.Text("transport"),
 		reports.Duration("α", time.Microsecond, 2), reports.Float("bw GB/s", 3), reports.Percent("worst residual", 0))
 	for _, s := range sweeps {
 		if len(s.rows) < 2 {
@@ -299,7 +327,7 @@ func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string, mpiEr
 	}
 
 	for _, s := range sweeps {
-		r.Check(s.name+": sums exact", s.wrong == 0, "%d of %d sizes off the exact sum", s.wrong, len(s.rows))
+		r.Check(check(s)+": sums exact", s.wrong == 0, "%d of %d sizes off the exact sum", s.wrong, len(s.rows))
 		if math.IsNaN(s.rows[0].sent) {
 			continue
 		}
@@ -307,26 +335,13 @@ func allreduceReport(sweeps []*sweep, cfg allreduceConfig, mpiNote string, mpiEr
 		for _, row := range s.rows {
 			worst = max(worst, math.Abs(row.sent-parallel.RingBytes(int64(row.bytes), s.ranks))/parallel.RingBytes(int64(row.bytes), s.ranks))
 		}
-		r.Check(s.name+": bytes sent = 2(p-1)/p·N", worst <= 0.01, "worst over the sizes: %.2g%% off the ring model", 100*worst)
+		r.Check(check(s)+": bytes sent = 2(p-1)/p·N", worst <= 0.01, "worst over the sizes: %.2g%% off the ring model", 100*worst)
 	}
-	if mpiErr != nil {
-		r.Check("OpenMPI measured beside ours", false, "%v", mpiErr)
-	}
-	targetChecks(r, sweeps)
 	addAllreduceFigures(r, sweeps)
-
+	if lab {
+		r.Note("The all-reduce by size is gptlab bench allreduce's sweep, run on the lab's ranks over its transport; `gptlab launch --nproc 2 -- bench allreduce` sweeps both transports and sets OpenMPI's beside them.")
+	}
 	r.Note("Per size: one all-reduce of known values checks the sum (exact: the inputs are multiples of 1/64) and counts the bytes; then %d untimed, then %d batches, each a barrier and back-to-back all-reduces timed on rank 0; time is the median (and min) over the batches of the time per all-reduce. algbw = bytes/time; busbw = algbw·2(p-1)/p, NCCL-tests' bus bandwidth for all-reduce (equal to algbw on 2 ranks).", warmup, batches)
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		r.Note("Load average when the report was written: %s (timings on a busy machine are slower and noisier).", strings.Join(strings.Fields(string(load))[:3], " "))
-	}
-	if findSweep(sweeps, "tcp") != nil {
-		r.Note("TCP frames carry a CRC-32C of header and payload, computed by the sender and checked by the receiver; here by %s (package internal/crc32c). OpenMPI's TCP transport adds no checksum of its own.", crc32c.Kernel())
-	}
-	if mpiNote != "" {
-		r.Note("%s", mpiNote)
-	}
-	r.Note("CPU processes on one machine: the figures teach the latency and bandwidth terms of the ring; they say nothing about GPU interconnects.")
-	return r
 }
 
 // compareTable sets the medians side by side, with the ratios the targets name.

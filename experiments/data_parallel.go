@@ -47,11 +47,23 @@ type dpConfig struct {
 	SweepKiB   []int   `set:"sweep-kib" help:"bucket caps of the sweep in KiB (one bucket for everything is added)"`
 	TimedSteps int     `set:"timed-steps" help:"timed steps per variant and bucket plan (interleaved; medians)"`
 	Transport  string  `set:"transport" help:"auto, shm, tcp, or mpi (under mpirun, a -tags mpi build)"`
+	// AllreduceKiB: the bench's sweep, on the lab's ranks and transport.
+	AllreduceKiB []int `set:"allreduce-kib" help:"sizes in KiB of the all-reduce timed on the lab's ranks (gptlab bench allreduce's sweep)"`
 }
 
 var dpDefaults = dpConfig{
 	Config: "baby", Ranks: 2, Batch: 8, Unequal: []int{5, 3}, Steps: 10, LR: 1e-3, BucketMB: 25, FirstMB: 1,
 	SweepKiB: []int{4, 16, 64, 256, 1024}, TimedSteps: 15, Transport: "auto",
+	AllreduceKiB: kib(doublings(4<<10, 64<<20)),
+}
+
+// kib is sizes in bytes as KiB.
+func kib(bytes []int) []int {
+	out := make([]int, len(bytes))
+	for i, b := range bytes {
+		out[i] = b >> 10
+	}
+	return out
 }
 
 func init() {
@@ -62,6 +74,7 @@ func init() {
 func dpQuick(c *dpConfig) {
 	c.Config, c.Steps, c.TimedSteps = "small", min(c.Steps, 4), min(c.TimedSteps, 5)
 	c.SweepKiB = []int{4, 64}
+	c.AllreduceKiB = []int{4, 16 << 10}
 }
 
 // dpTolerances are the issue's bounds.
@@ -148,6 +161,14 @@ func (c *dpConfig) validate(p int) error {
 	}
 	if c.TimedSteps < 1 || c.TimedSteps > 1000 {
 		return usageError("--set timed-steps=%d: want 1 to 1000", c.TimedSteps)
+	}
+	if len(c.AllreduceKiB) < 1 || len(c.AllreduceKiB) > 24 {
+		return usageError("--set allreduce-kib=%s: want 1 to 24 sizes", intList(c.AllreduceKiB))
+	}
+	for _, k := range c.AllreduceKiB {
+		if k < 1 || k > 1<<20 {
+			return usageError("--set allreduce-kib=%s: want sizes of 1 KiB to 1 GiB", intList(c.AllreduceKiB))
+		}
 	}
 	return nil
 }

@@ -92,6 +92,16 @@ func dataParallelRank(ctx context.Context, c *parallel.Comm, cfg *dpConfig, opt 
 		}
 		timings = append(timings, t)
 	}
+	logf("all-reduce of %s to %s over %s", sizeLabel(cfg.AllreduceKiB[0]<<10),
+		sizeLabel(cfg.AllreduceKiB[len(cfg.AllreduceKiB)-1]<<10), c.Transport())
+	sizes := make([]int, len(cfg.AllreduceKiB))
+	for i, k := range cfg.AllreduceKiB {
+		sizes[i] = k << 10
+	}
+	allreduce, err := sweepOn(ctx, c, sizes)
+	if err != nil {
+		return nil, err
+	}
 	sums, err := gatherJSON(c, dpSummary{
 		Rank: c.Rank(), Differ: countDiffer(fromRoot, dp.final), ZeroDiffer: countDiffer(zero.final, zeroRef),
 		Losses: dp.losses, Moved: dp.moved, ZeroMoved: zero.moved, DPState: dp.stateBytes, ZeroState: zero.stateBytes,
@@ -104,7 +114,7 @@ func dataParallelRank(ctx context.Context, c *parallel.Comm, cfg *dpConfig, opt 
 		return nil, nil // rank 0 reports
 	}
 	return &dpResult{cfg: cfg, p: r.p, ref: ref, dp: dp, weighted: weighted, plain: plain, sums: sums, timings: timings,
-		transport: c.Transport(), equal: r.equal, unequal: unequal, zeroOneBucket: oneBucket}, nil
+		transport: c.Transport(), equal: r.equal, unequal: unequal, zeroOneBucket: oneBucket, allreduce: allreduce}, nil
 }
 
 // countDiffer counts the elements whose bits differ.
@@ -177,4 +187,5 @@ type dpResult struct {
 	// more than 2 ranks, the run whose sums are ZeRO-1's), not the
 	// bucketed run.
 	zeroOneBucket bool
+	allreduce     *sweep // the all-reduce timed by size on the lab's ranks
 }

@@ -37,6 +37,7 @@ func (d *dpResult) report(r *reports.Report) {
 	d.bytes(r, N, mpi)
 	d.state(r, n)
 	d.times(r, N)
+	addSweeps(r, []*sweep{d.allreduce}, true)
 
 	r.Note("The flat gradient each bucket is a slice of is the lab's own buffer, outside the arena: no op of the " +
 		"step ever writes it, so an all-reduce in flight needs no happens-before edge in the planner (the issue's " +

@@ -303,6 +303,12 @@ func TestDataParallelQuick(t *testing.T) {
 			t.Errorf("metric %s missing", key)
 		}
 	}
+	// The all-reduce timed by size on the lab's ranks (the bench's sweep).
+	for _, key := range []string{"allreduce_4kib_us", "allreduce_16mib_ms"} {
+		if v, ok := r.Metrics.Get(key); !ok || !(v.(float64) > 0) {
+			t.Errorf("metric %s = %v, want a positive time", key, v)
+		}
+	}
 }
 
 func TestDataParallelBadInput(t *testing.T) {
@@ -319,6 +325,7 @@ func TestDataParallelBadInput(t *testing.T) {
 		{"transport=udp", "transport=udp"},
 		{"bucket-mb=0", "bucket-mb=0"},
 		{"sweep-kib=0", "sweep-kib=0"},
+		{"allreduce-kib=3,0", "allreduce-kib=3,0"},
 		{"steps=0", "steps=0"},
 		{"config=huge", "config=huge"},
 	} {
