@@ -36,9 +36,13 @@ func (r *Report) WriteText(w io.Writer) error { return r.WriteTextWidth(w, Width
 
 // WriteTextWidth writes the report as text in which no line is wider than
 // width columns: tables drawn by tablewriter, the reports it holds first.
-func (r *Report) WriteTextWidth(w io.Writer, width int) error {
+func (r *Report) WriteTextWidth(w io.Writer, width int) error { return r.writeText(w, width, true) }
+
+// writeText writes the report as text; the outermost report (top) also
+// says where it was measured: the reports it holds were measured there too.
+func (r *Report) writeText(w io.Writer, width int, top bool) error {
 	for _, sub := range r.Reports {
-		if err := sub.WriteTextWidth(w, width); err != nil {
+		if err := sub.writeText(w, width, false); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
@@ -46,6 +50,12 @@ func (r *Report) WriteTextWidth(w io.Writer, width int) error {
 	writeWrapped(w, fmt.Sprintf("%s — %s", r.Lab, r.Title), width, 2)
 	if r.Config.Len() > 0 {
 		writeWrapped(w, "config: "+r.configLine(), width, 8)
+	}
+	if top && r.Env.CPU != "" {
+		writeWrapped(w, "env: "+r.Env.summary(), width, 5)
+		if r.Env.Kernels.Len() > 0 {
+			writeWrapped(w, "kernels: "+r.Env.kernelLine(), width, 9)
+		}
 	}
 	for _, t := range r.sections() {
 		fmt.Fprintln(w)
@@ -75,7 +85,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.Config.Len() > 0 {
 		fmt.Fprintf(w, "config: `%s`  \n", r.configLine())
 	}
-	fmt.Fprintf(w, "env: %s %s/%s, %s, %d cores, commit %s, %s\n", r.Env.Go, r.Env.OS, r.Env.Arch, r.Env.CPU, r.Env.Cores, r.Env.Commit, r.Env.Time)
+	fmt.Fprintf(w, "env: %s %s/%s, %s, %d cores, commit %s, %s", r.Env.Go, r.Env.OS, r.Env.Arch, r.Env.CPU, r.Env.Cores, r.Env.Commit, r.Env.Time)
+	if r.Env.Kernels.Len() > 0 {
+		fmt.Fprintf(w, "; kernels: %s", r.Env.kernelLine())
+	}
+	fmt.Fprintln(w)
 	for _, t := range r.sections() {
 		f := t.format(true)
 		fmt.Fprintf(w, "\n## %s\n\n", f.title)

@@ -1,0 +1,55 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The kernels a component registered reach the environment as they are
+// when the report is stamped, its JSON, and the outermost report's text
+// only (the reports it holds were measured on the same machine).
+func TestEnvNamesKernels(t *testing.T) {
+	saved := kernelNamers
+	defer func() { kernelNamers = saved }()
+	kernelNamers = nil
+	choice := "avx2"
+	NameKernel("matmul", func() string { return "sgemm/" + choice })
+	NameKernel("crc32c", func() string { return "hash/crc32" })
+
+	outer, inner := New("gate", "outer"), New("lab", "inner")
+	outer.Reports = []*Report{inner}
+	inner.Env = CurrentEnv()
+	choice = "avx512" // asked again at each stamp, never cached
+	outer.Env = CurrentEnv()
+	if v, _ := outer.Env.Kernels.Get("matmul"); v != "sgemm/avx512" {
+		t.Errorf("outer matmul kernel %v, want sgemm/avx512", v)
+	}
+	if v, _ := inner.Env.Kernels.Get("matmul"); v != "sgemm/avx2" {
+		t.Errorf("inner matmul kernel %v, want sgemm/avx2", v)
+	}
+
+	var text bytes.Buffer
+	if err := outer.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(text.String(), "kernels: matmul: sgemm/"); n != 1 {
+		t.Errorf("%d kernels lines in the text, want 1 (the outer report's):\n%s", n, text.String())
+	}
+	if !strings.Contains(text.String(), "kernels: matmul: sgemm/avx512, crc32c: hash/crc32") {
+		t.Errorf("the text does not name the outer report's kernels:\n%s", text.String())
+	}
+
+	var js bytes.Buffer
+	if err := outer.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := back.Env.Kernels.Get("crc32c"); v != "hash/crc32" {
+		t.Errorf("JSON round trip: crc32c kernel %v, want hash/crc32", v)
+	}
+}
