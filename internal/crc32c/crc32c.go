@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"os"
 	"strings"
+	"sync/atomic"
 )
 
 var table = crc32.MakeTable(crc32.Castagnoli)
@@ -22,11 +23,14 @@ type kernel struct {
 }
 
 // kernels lists the folding kernels this CPU and OS run, best first
-// (archKernels); active is the one Update uses, nil for hash/crc32 alone.
+// (archKernels); active holds the one Update uses, nil for hash/crc32
+// alone (atomic: SetKernel may run while other goroutines checksum).
 var (
 	kernels = archKernels()
-	active  = fromEnv()
+	active  atomic.Pointer[kernel]
 )
+
+func init() { active.Store(fromEnv()) }
 
 // fromEnv is the kernel GPTLAB_CRC32C names (for comparisons:
 // GPTLAB_CRC32C=hash/crc32), else the best one.
@@ -64,7 +68,7 @@ func SetKernel(name string) error {
 	if err != nil {
 		return err
 	}
-	active = k
+	active.Store(k)
 	return nil
 }
 
@@ -87,7 +91,7 @@ func first(ks []*kernel) *kernel {
 // Update returns the CRC-32C of p continued from crc, as
 // crc32.Update(crc, crc32.MakeTable(crc32.Castagnoli), p) does.
 func Update(crc uint32, p []byte) uint32 {
-	k := active
+	k := active.Load()
 	if k == nil || len(p) < minFold {
 		return crc32.Update(crc, table, p)
 	}
@@ -115,7 +119,7 @@ func finish(lo, hi uint64) uint32 {
 }
 
 // Kernel names the code computing checksums of large inputs now.
-func Kernel() string { return nameOf(active) }
+func Kernel() string { return nameOf(active.Load()) }
 
 func nameOf(k *kernel) string {
 	if k == nil {

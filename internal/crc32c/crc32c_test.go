@@ -48,10 +48,10 @@ func paths() []*kernel { return append([]*kernel{nil}, kernels...) }
 // Update equals hash/crc32 on every path, for lengths around the
 // thresholds, at every alignment, continued from any value.
 func TestUpdateIsCRC32C(t *testing.T) {
-	defer func() { active = first(kernels) }()
+	defer active.Store(first(kernels))
 	data := randomBytes(70000, 4)
 	for _, k := range paths() {
-		active = k
+		active.Store(k)
 		for _, n := range []int{0, 1, 15, 127, 255, 256, 1023, 1024, 1025, 1151, 1279, 1280, 4095, 65536, 69000} {
 			for off := range 4 {
 				for _, crc := range []uint32{0, 0xFFFFFFFF, 0xDEADBEEF} {
@@ -67,7 +67,7 @@ func TestUpdateIsCRC32C(t *testing.T) {
 
 // SetKernel takes every name Kernels lists and refuses others.
 func TestSetKernel(t *testing.T) {
-	defer func() { active = first(kernels) }()
+	defer active.Store(first(kernels))
 	for _, name := range Kernels() {
 		if err := SetKernel(name); err != nil || Kernel() != name {
 			t.Errorf("SetKernel(%q): %v, now %s", name, err, Kernel())
@@ -107,11 +107,11 @@ func TestBitFlipDetected(t *testing.T) {
 
 // BenchmarkUpdate runs every path this CPU has on 4 KiB, 64 KiB, 1 MiB.
 func BenchmarkUpdate(b *testing.B) {
-	defer func() { active = first(kernels) }()
+	defer active.Store(first(kernels))
 	for _, n := range []int{4 << 10, 64 << 10, 1 << 20} {
 		p := randomBytes(n, 8)
 		for _, k := range paths() {
-			active = k
+			active.Store(k)
 			b.Run(byteSize(n)+"/"+strings.ReplaceAll(Kernel(), "/", "-"), func(b *testing.B) {
 				b.SetBytes(int64(n))
 				b.ReportAllocs()
