@@ -313,11 +313,14 @@ func addSweeps(r *reports.Report, sweeps []*sweep, lab bool) {
 	if len(sweeps) > 1 {
 		compareTable(r, sweeps)
 	}
-	fit := r.AddTable("All-reduce alpha-beta fit: t = α + n/bw (relative least squares over the sizes)", reports.Text("transport"),
-		reports.Duration("α", time.Microsecond, 2), reports.Float("bw GB/s", 3), reports.Percent("worst residual", 0))
+	var fit *reports.Table
 	for _, s := range sweeps {
-		if len(s.rows) < 2 {
+		if len(s.rows) < 3 { // two points fit any line exactly: no test of the model
 			continue
+		}
+		if fit == nil {
+			fit = r.AddTable("All-reduce alpha-beta fit: t = α + n/bw (relative least squares over the sizes)", reports.Text("transport"),
+				reports.Duration("α", time.Microsecond, 2), reports.Float("bw GB/s", 3), reports.Percent("worst residual", 0))
 		}
 		a, bw, worst := alphaBeta(s)
 		fit.Row(s.name, a, bw, worst)
