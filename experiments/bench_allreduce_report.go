@@ -408,7 +408,7 @@ func targetChecks(r *reports.Report, sweeps []*sweep) {
 		}
 		ratio := x.median.Seconds() / y.median.Seconds()
 		r.Metric(fmt.Sprintf("%s_vs_%s_%s_ratio", tg.ours, strings.ReplaceAll(tg.theirs, "-", "_"), sizeName(tg.bytes)), ratio)
-		r.Check(fmt.Sprintf("%s within %.1fx of %s at %s", tg.ours, tg.target, tg.theirs, sizeLabel(tg.bytes)), ratio <= tg.target,
+		r.TimedCheck(fmt.Sprintf("%s within %.1fx of %s at %s", tg.ours, tg.target, tg.theirs, sizeLabel(tg.bytes)), ratio <= tg.target,
 			"%s / %s = %.2fx", timeText(x.median), timeText(y.median), ratio)
 	}
 }

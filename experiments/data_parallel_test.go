@@ -292,11 +292,7 @@ func TestDataParallelQuick(t *testing.T) {
 	if r == nil {
 		t.Fatal("the exit gate ran no data-parallel report")
 	}
-	for _, c := range r.Checks {
-		if !c.Pass {
-			t.Errorf("%s: %s", c.Name, c.Detail)
-		}
-	}
+	checksHold(t, r, "")
 	for _, key := range []string{"max_rel_diff_equal", "max_rel_diff_unequal", "bytes_sent_per_rank", "model_bytes_per_rank",
 		"optimizer_state_bytes_per_rank_zero1", "optimizer_state_bytes_per_rank_dp", "step_ms_overlap", "step_ms_no_overlap"} {
 		if _, ok := r.Metrics.Get(key); !ok {

@@ -118,7 +118,8 @@ func runGate(ctx context.Context, quick bool, opt Options, done func(*reports.Re
 		}
 		failed := 0
 		for _, c := range r.Checks {
-			gate.Check(l.Name+": "+c.Name, c.Pass, "%s", c.Detail)
+			c.Name = l.Name + ": " + c.Name
+			gate.Checks = append(gate.Checks, c)
 			if !c.Pass {
 				failed++
 			}

@@ -166,8 +166,8 @@ func precisionChecks(r *reports.Report, runs []*policyRun, gemm gemmRates) {
 	}
 	if ok, _ := bf16gemm.AMXStatus(); ok {
 		best := gemm.largest("amx")
-		r.Check("AMX bf16 GEMM at least 3x f32's on the largest shape", best >= 3, "%.2fx", best)
-		r.Check("bf16 training step faster than f32's", bf16.medianStep() < f32.medianStep(),
+		r.TimedCheck("AMX bf16 GEMM at least 3x f32's on the largest shape", best >= 3, "%.2fx", best)
+		r.TimedCheck("bf16 training step faster than f32's", bf16.medianStep() < f32.medianStep(),
 			"%.2f ms against %.2f ms", durationMS(bf16.medianStep()), durationMS(f32.medianStep()))
 	}
 }

@@ -69,7 +69,8 @@ func TestQuickReportsFit100Columns(t *testing.T) {
 }
 
 // TestGateJSONHoldsEveryReport: exit-gate --format json carries every
-// lab's full report, not only the summary.
+// lab's full report, not only the summary, and its checks keep their
+// timed marks.
 func TestGateJSONHoldsEveryReport(t *testing.T) {
 	gate := quickGateReport(t)
 	var b bytes.Buffer
@@ -88,9 +89,14 @@ func TestGateJSONHoldsEveryReport(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &j); err != nil {
 		t.Fatal(err)
 	}
-	checks := 0
+	checks, timed := 0, 0
 	for _, r := range j.Reports {
 		checks += len(r.Checks)
+		for _, c := range r.Checks {
+			if c.Timed {
+				timed++
+			}
+		}
 		if r.Lab != "test-probe" && len(r.Tables) == 0 {
 			t.Errorf("report %s in the gate's JSON has no tables", r.Lab)
 		}
@@ -100,5 +106,14 @@ func TestGateJSONHoldsEveryReport(t *testing.T) {
 	}
 	if checks != len(j.Checks) || checks == 0 {
 		t.Errorf("the labs' reports hold %d checks, the gate %d", checks, len(j.Checks))
+	}
+	gateTimed := 0
+	for _, c := range j.Checks {
+		if c.Timed {
+			gateTimed++
+		}
+	}
+	if gateTimed != timed || timed == 0 {
+		t.Errorf("the labs' reports hold %d timed checks, the gate %d; want the same, more than none (serving's speed)", timed, gateTimed)
 	}
 }

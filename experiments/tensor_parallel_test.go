@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -29,11 +30,7 @@ func TestTensorParallelLab(t *testing.T) {
 		if len(r.Checks) < 5 {
 			t.Errorf("%d ranks: %d checks, want 5", tc.ranks, len(r.Checks))
 		}
-		for _, c := range r.Checks {
-			if !c.Pass {
-				t.Errorf("%d ranks over %s: %s: %s", tc.ranks, tc.transport, c.Name, c.Detail)
-			}
-		}
+		checksHold(t, r, fmt.Sprintf("%d ranks over %s: ", tc.ranks, tc.transport))
 	}
 	cfg := l.config().(*tensorParallelConfig)
 	cfg.Ranks = 3

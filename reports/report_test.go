@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -220,5 +221,33 @@ func TestWriteFileAtomicNamesThePath(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestTimedCheck: a timed check fails the report like any other, and its
+// mark survives JSON, where an untimed check carries none.
+func TestTimedCheck(t *testing.T) {
+	r := New("lab", "t")
+	r.Check("exact", true, "")
+	if r.TimedCheck("fast", false, "%d req/s", 5) {
+		t.Fatal("TimedCheck returned true for a failed comparison")
+	}
+	if !r.Failed() {
+		t.Error("a failed timed check does not fail the report")
+	}
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), `"timed"`); n != 1 {
+		t.Errorf("JSON has %d timed marks, want the one:\n%s", n, b.String())
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	want := []Check{{Name: "exact", Pass: true}, {Name: "fast", Detail: "5 req/s", Timed: true}}
+	if !reflect.DeepEqual(back.Checks, want) {
+		t.Errorf("checks back from JSON %+v, want %+v", back.Checks, want)
 	}
 }
