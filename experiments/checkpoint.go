@@ -134,7 +134,8 @@ func runCheckpoint(ctx context.Context, cfg *checkpointConfig, opt Options) (*re
 	r.Note("Peaks are the planned arena of the whole step (kept activations, recomputed ones, gradients, " +
 		"temporaries); parameters, AdamW's moments, tokens and dropout masks are the caller's and not counted. " +
 		"Recompute is the forward work run again, in FLOPs (2mnk per matrix product, one per element " +
-		"otherwise), as a share of one forward. Step times are wall-clock medians, interleaved with none's.")
+		"otherwise), as a share of one forward. Step times are wall-clock medians; the schedules run interleaved, " +
+		"a round each in turn, and ms ÷ none is the median over the rounds of the step's time over none's in the same round.")
 	for _, t := range targets {
 		r.Note("%s", t)
 	}
@@ -148,6 +149,7 @@ type ckRow struct {
 	kept      int64
 	recompute float64 // share of one forward
 	ms        float64 // median step
+	slow      float64 // median over the rounds of the step ÷ none's in the same round
 	spread    float64 // (max - min) / median
 	bitwise   bool    // stateless and stateful gradients equal none's
 	rng       bool    // the stateful stream after the step equals none's
@@ -280,9 +282,17 @@ func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, 
 	for i, r := range runs {
 		_, again := r.m.Work()
 		ms, spread := medianSpread(r.times)
+		// The slowdown is paired by round: a round runs every schedule back
+		// to back, so a neighbour's load that comes and goes over seconds
+		// slows both sides of a ratio, where it would move one median only.
+		paired := make([]float64, len(r.times))
+		for k, t := range r.times {
+			paired[k] = t / ref.times[k]
+		}
+		slow, _ := medianSpread(paired)
 		rows = append(rows, ckRow{
 			name: names[i], peak: r.m.Arena().Stats().ArenaBytes, kept: r.m.KeptBytes(),
-			recompute: again / fwd0, ms: ms, spread: spread,
+			recompute: again / fwd0, ms: ms, spread: spread, slow: slow,
 			bitwise: r.loss == ref.loss && sameGrads(r.grads, ref.grads) && sameGrads(r.stateful, ref.stateful),
 			rng:     slices.Equal(r.stream, ref.stream),
 		})

@@ -42,7 +42,7 @@ func (f *paretoFigure) add(name string, res *ckShapeResult) {
 	none := res.rows[0]
 	var sweep plotter.XYs
 	for _, row := range res.sweep {
-		sweep = append(sweep, plotter.XY{X: float64(row.peak) / float64(none.peak), Y: row.ms / none.ms})
+		sweep = append(sweep, plotter.XY{X: float64(row.peak) / float64(none.peak), Y: row.slow})
 	}
 	if l, pts, err := plotter.NewLinePoints(sweep); err == nil {
 		l.Color, pts.Color = c, c
@@ -52,7 +52,7 @@ func (f *paretoFigure) add(name string, res *ckShapeResult) {
 	var fixed plotter.XYs
 	var labels []string
 	for _, row := range res.rows {
-		fixed = append(fixed, plotter.XY{X: float64(row.peak) / float64(none.peak), Y: row.ms / none.ms})
+		fixed = append(fixed, plotter.XY{X: float64(row.peak) / float64(none.peak), Y: row.slow})
 		labels = append(labels, fmt.Sprintf("%s %s", name, row.name))
 	}
 	if s, err := plotter.NewScatter(fixed); err == nil {
