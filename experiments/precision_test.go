@@ -93,6 +93,9 @@ func TestPrecisionChecksCanFail(t *testing.T) {
 			r := reports.New("precision", "checks")
 			precisionChecks(r, runs, gemmRates{})
 			for _, c := range r.Checks {
+				if c.Timed { // AMX machines only: decided by measured rates, none here
+					continue
+				}
 				if want := c.Name != tc.check; c.Pass != want {
 					t.Errorf("check %q: pass = %v, want %v (%s)", c.Name, c.Pass, want, c.Detail)
 				}

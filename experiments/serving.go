@@ -672,8 +672,8 @@ func (lab *servingLab) trace(ctx context.Context, r *reports.Report) error {
 
 // ---- the simulator's speed ----------------------------------------------------
 
-// The simulator-speed runs repeat a size for speedRepeatFor seconds,
-// speedRepeatMax times at most.
+// A simulator-speed size runs again until speedRepeatFor seconds are
+// spent, speedRepeatMax times at most.
 const (
 	speedRepeatFor = 0.5
 	speedRepeatMax = 5
@@ -694,8 +694,7 @@ func (lab *servingLab) speed(ctx context.Context, r *reports.Report) error {
 	var rates []float64
 	for _, k := range sizes {
 		reqs := lab.workload(k, 10, false)
-		// The fastest of runs repeated for speedRepeatFor (one run at least,
-		// speedRepeatMax at most): a short run alone measures the machine's
+		// The fastest run counts: a short run alone measures the machine's
 		// noise as much as the simulator. The heap is collected before each,
 		// so no run pays for the garbage of the one before.
 		var res *serving.Result
