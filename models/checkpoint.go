@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gptlab/internal/safetensors"
 	"gptlab/precision"
 )
 
@@ -72,14 +73,14 @@ func DataHash(d *Dataset) string {
 func (t *Trainer) Save(path string) error {
 	ts := t.Params.Tensors("")
 	m, v, astep := t.Opt.State()
-	ts["adamw.m"] = F32Tensor([]int{len(m)}, m)
-	ts["adamw.v"] = F32Tensor([]int{len(v)}, v)
-	ts["train.losses"] = F32Tensor([]int{len(t.Losses)}, t.Losses)
+	ts["adamw.m"] = safetensors.F32([]int{len(m)}, m)
+	ts["adamw.v"] = safetensors.F32([]int{len(v)}, v)
+	ts["train.losses"] = safetensors.F32([]int{len(t.Losses)}, t.Losses)
 	hist := make([]float32, 0, 3*len(t.History))
 	for _, p := range t.History {
 		hist = append(hist, float32(p.Step), float32(p.Train), float32(p.Val))
 	}
-	ts["train.history"] = F32Tensor([]int{len(t.History), 3}, hist)
+	ts["train.history"] = safetensors.F32([]int{len(t.History), 3}, hist)
 	state, err := t.batches.State()
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
@@ -113,7 +114,7 @@ func (t *Trainer) Save(path string) error {
 		meta["loss_scale_steps"] = strconv.Itoa(st.Steps)
 		meta["loss_scale_skipped"] = strconv.Itoa(st.Skipped)
 	}
-	if err := WriteSafetensors(path, ts, meta); err != nil {
+	if err := safetensors.Write(path, ts, meta); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	return nil
@@ -135,7 +136,7 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 // DecodeCheckpoint parses a training checkpoint held in memory. Every
 // field is checked, so a malformed file is an error, never a panic.
 func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
-	ts, meta, err := DecodeSafetensors(b)
+	ts, meta, err := safetensors.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}

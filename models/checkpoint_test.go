@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gptlab/internal/safetensors"
 )
 
 // checkpointBytes trains tiny for one step and returns its checkpoint.
@@ -43,7 +45,7 @@ func TestDecodeCheckpointErrors(t *testing.T) {
 	// A plain parameter file (no training state) is refused with a reason.
 	p := NewParams(ck.Cfg.Model, 1)
 	var plain bytes.Buffer
-	if err := EncodeSafetensors(&plain, p.Tensors(""), p.Config().Metadata()); err != nil {
+	if err := safetensors.Encode(&plain, p.Tensors(""), p.Config().Metadata()); err != nil {
 		t.Fatal(err)
 	}
 	edit := func(old, new string) []byte { return bytes.Replace(good, []byte(old), []byte(new), 1) }

@@ -11,11 +11,13 @@
 // (GradSchedule, OnGradReady), mixed-precision steps under a precision
 // policy (WithPrecision: 16-bit casts at the op boundaries, 16-bit saved
 // activations, Memory, WatchUnderflow; dynamic loss scaling in the
-// Trainer), counter-based dropout masks, and safetensors I/O. Data, tokenizer, corpus, batching, sampling and the
-// training loop live in this package too, in their own files. It does not
-// own memory planning (package planner), the executor and its generic ops
-// (package planner/arena), precision conversion (package precision) or
-// parallelism (package parallel).
+// Trainer), counter-based dropout masks, and parameters and training
+// checkpoints as safetensors files. Data, tokenizer, corpus, batching,
+// sampling and the training loop live in this package too, in their own
+// files. It does not own memory planning (package planner), the executor
+// and its generic ops (package planner/arena), precision conversion
+// (package precision), parallelism (package parallel), or the safetensors
+// format and atomic writes (internal/safetensors, internal/atomicfile).
 //
 // The graphs are gorgonia graphs of this package's ops and of package
 // arena's (MatMul, Add, Masked, Gather, Reshape, Cast); every op is a

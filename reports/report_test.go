@@ -3,8 +3,6 @@ package reports
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -139,34 +137,6 @@ func TestFailedAndVerdict(t *testing.T) {
 	}
 }
 
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "report.json")
-	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A writer that fails half way must leave the old file untouched.
-	err := WriteFileAtomic(path, WriterFunc(func(w io.Writer) error {
-		w.Write([]byte("half"))
-		return errors.New("interrupted")
-	}))
-	if err == nil {
-		t.Fatal("WriteFileAtomic succeeded with a failing writer")
-	}
-	if b, _ := os.ReadFile(path); string(b) != "old" {
-		t.Fatalf("after a failed write the file holds %q, want %q", b, "old")
-	}
-	if err := WriteFileAtomic(path, WriterFunc(func(w io.Writer) error { _, err := w.Write([]byte("new")); return err })); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(path); string(b) != "new" {
-		t.Fatalf("file holds %q, want %q", b, "new")
-	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
-		t.Errorf("temporary files left: %v", left)
-	}
-}
-
 func TestWriteFigures(t *testing.T) {
 	p := plot.New()
 	pts := plotter.XYs{{X: 0, Y: 1}, {X: 1, Y: 2}}
@@ -204,23 +174,6 @@ func TestAddTableKeepsEarlierTables(t *testing.T) {
 	first.Row(1)
 	if len(r.Tables[0].Rows) != 1 {
 		t.Fatalf("first table has %d rows, want 1", len(r.Tables[0].Rows))
-	}
-}
-
-// TestWriteFileAtomicNamesThePath: an error names the file asked for, not
-// the temporary file it was written through.
-func TestWriteFileAtomicNamesThePath(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sol.csv")
-	if err := os.Mkdir(path, 0o755); err != nil { // a directory where the file should go
-		t.Fatal(err)
-	}
-	err := WriteFileAtomic(path, WriterFunc(func(w io.Writer) error { _, err := w.Write([]byte("x")); return err }))
-	if err == nil || !strings.Contains(err.Error(), path) || strings.Contains(err.Error(), ".tmp") {
-		t.Errorf("WriteFileAtomic over a directory = %v, want an error naming %s and no temporary file", err, path)
-	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
-		t.Errorf("temporary files left: %v", left)
 	}
 }
 
