@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"time"
+
+	"gptlab/experiments/lab"
+	"gptlab/models"
+	"gptlab/reports"
+)
+
+func init() {
+	RegisterCommand(&Command{Name: "bench", Short: "time and memory of the GPT's work, as the reference's bench mode measures them"})
+	RegisterCommand(&Command{
+		Name:  "bench train",
+		Usage: "[--set key=value ...] [--seed N] [--steps K] [--format F] [--out DIR]",
+		Short: "the time and memory of one training step (forward, backward, AdamW)",
+		Long:  "Times K steps on one fixed random batch after the warmup steps; reports the median step, allocations per step and the peak heap.",
+		Setup: benchTrainCommand,
+		Help: func(w io.Writer) {
+			fmt.Fprintln(w, "settings (--set key=value):")
+			settingsTable(&benchDefaults, nil).WriteText(w, reports.Width)
+		},
+	})
+}
+
+// benchConfig are the settings of `gptlab bench train`.
+type benchConfig struct {
+	Config  string  `set:"config" help:"model preset: tiny, small or baby"`
+	Batch   int     `set:"batch" help:"sequences per step; 0: the preset's"`
+	Dropout float64 `set:"dropout" help:"dropout probability"`
+	Warmup  int     `set:"warmup" help:"untimed steps before the timed ones"`
+	Exec    string  `set:"executor" help:"arena (the planned arena, the default) or tape (gorgonia's TapeMachine)"`
+	BLAS    string  `set:"blas" help:"matrix products: sgemm (default), gonum, or openblas in -tags openblas builds"`
+}
+
+// heapMetric is sampled for peak_heap_bytes: the bytes of live and
+// not-yet-swept heap objects (what MemStats calls HeapAlloc), read without
+// stopping the world.
+const heapMetric = "/memory/classes/heap/objects:bytes"
+
+// benchDefaults: the small preset on the planned arena with gptlab's GEMM.
+var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm"}
+
+// maxBenchSteps bounds --steps.
+const maxBenchSteps = 100_000
+
+// benchTrainCommand is `gptlab bench train`: the time and memory of one
+// training step (forward, backward, AdamW) on a fixed random batch, like
+// the reference's bench mode.
+func benchTrainCommand(fs *flag.FlagSet) Runner {
+	var sets lab.SetFlag
+	fs.Var(&sets, "set", "`key=value` override of a setting (repeatable; listed below)")
+	seed := seedFlag(fs, "seed `N` of the parameters and the batch")
+	steps := fs.Int("steps", 10, "timed steps `K`")
+	format, out := reportFlags(fs, "report.md and report.json")
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if err := noArgs("bench train", args); err != nil {
+			return err
+		}
+		if *steps < 1 || *steps > maxBenchSteps {
+			return lab.Usagef("bench train: --steps %d: want 1 to %d", *steps, maxBenchSteps)
+		}
+		bc := benchDefaults
+		if err := lab.ApplySets(&bc, sets); err != nil {
+			return err
+		}
+		if bc.Warmup < 0 || bc.Warmup > maxBenchSteps {
+			return lab.Usagef("bench train: --set warmup=%d: want 0 to %d", bc.Warmup, maxBenchSteps)
+		}
+		if err := checkReportFlags(*format, *out); err != nil {
+			return err
+		}
+		r, err := benchTrain(ctx, &bc, *steps, *seed)
+		if err != nil {
+			return err
+		}
+		r.Config.Set("config", bc.Config)
+		r.Config.Set("batch", bc.Batch)
+		r.Config.Set("dropout", bc.Dropout)
+		r.Config.Set("warmup", bc.Warmup)
+		r.Config.Set("executor", bc.Exec)
+		r.Config.Set("blas", models.BLAS())
+		r.Config.Set("steps", *steps)
+		r.Config.Set("seed", *seed)
+		return emit(r, *format, *out, stdout)
+	}
+}
+
+// benchTrain times `steps` training steps after bc.Warmup untimed ones.
+// bc.Batch 0 is resolved to the preset's batch.
+func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64) (*reports.Report, error) {
+	mc, err := models.Preset(bc.Config)
+	if err != nil {
+		return nil, lab.Usagef("--set config=%s: unknown preset (want %s)", bc.Config, strings.Join(models.PresetNames(), ", "))
+	}
+	if bc.Batch < 0 || bc.Batch > lab.MaxBatch {
+		return nil, lab.Usagef("--set batch=%d: want 1 to %d, or 0 for the preset's", bc.Batch, lab.MaxBatch)
+	}
+	if bc.Batch == 0 {
+		bc.Batch = mc.Batch
+	}
+	mc.Batch = bc.Batch
+	if !(bc.Dropout >= 0 && bc.Dropout < 1) {
+		return nil, lab.Usagef("--set dropout=%v: want at least 0 and below 1", bc.Dropout)
+	}
+	mc.Dropout = bc.Dropout
+	var opts []models.ModelOption
+	switch bc.Exec {
+	case "arena":
+	case "tape":
+		opts = append(opts, models.WithTapeMachine())
+	default:
+		return nil, lab.Usagef("--set executor=%s: want arena or tape", bc.Exec)
+	}
+	if err := models.SetBLAS(bc.BLAS); err != nil {
+		return nil, lab.Usagef("--set blas=%s: %v", bc.BLAS, err)
+	}
+	p := models.NewParams(mc, seed)
+	m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	opt := models.NewAdamW(p, models.DefaultAdamW())
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x62656e6368)) // "bench"
+	n := mc.Batch * mc.Block
+	idx, tgt := make([]int32, n), make([]int32, n)
+	for i := range idx {
+		idx[i], tgt[i] = int32(rng.IntN(mc.Vocab)), int32(rng.IntN(mc.Vocab))
+	}
+	step := func() (float32, error) {
+		loss, err := m.Step(idx, tgt)
+		if err != nil {
+			return 0, err
+		}
+		_, err = opt.Step(m, 1e-3)
+		return loss, err
+	}
+	stopped := func(done int) error {
+		return lab.Interruptedf("interrupted after %d of %d steps; nothing saved", done, bc.Warmup+steps)
+	}
+	for k := range bc.Warmup {
+		if ctx.Err() != nil {
+			return nil, stopped(k)
+		}
+		if _, err := step(); err != nil {
+			return nil, err
+		}
+	}
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	peak, stopSampler := sampleHeapPeak(2 * time.Millisecond)
+	times := make([]time.Duration, steps)
+	losses := make([]float32, steps)
+	for k := range steps {
+		if ctx.Err() != nil {
+			stopSampler()
+			return nil, stopped(bc.Warmup + k)
+		}
+		t0 := time.Now()
+		losses[k], err = step()
+		times[k] = time.Since(t0)
+		if err != nil {
+			stopSampler()
+			return nil, err
+		}
+	}
+	stopSampler()
+	runtime.ReadMemStats(&after)
+
+	K := float64(steps)
+	med := lab.MedianDuration(times)
+	r := reports.New("bench-train", fmt.Sprintf("Training step of %s (B=%d, T=%d): time and allocation", bc.Config, mc.Batch, mc.Block))
+	r.Metric("median_step_ms", float64(med.Microseconds())/1e3)
+	r.Metric("min_step_ms", float64(slicesMin(times).Microseconds())/1e3)
+	r.Metric("tokens_per_s", float64(n)/med.Seconds())
+	r.Metric("allocs_per_step", float64(after.Mallocs-before.Mallocs)/K)
+	r.Metric("bytes_allocated_per_step", float64(after.TotalAlloc-before.TotalAlloc)/K)
+	r.Metric("gc_cycles_per_step", float64(after.NumGC-before.NumGC)/K)
+	r.Metric("peak_heap_bytes", *peak)
+	r.Metric("parameter_count", p.Count())
+	t := r.AddTable("Timed steps", reports.Int("step"), reports.Duration("time", time.Millisecond, 3), reports.Float("loss", 4))
+	for k := range steps {
+		t.Row(k+1, times[k], losses[k])
+	}
+	r.Check("loss falls on the fixed batch", losses[steps-1] < losses[0],
+		"loss %.4f at the first timed step, %.4f at the last: the steps update the model", losses[0], losses[steps-1])
+	r.Note("One step is forward, backward and AdamW (lr 1e-3) on one fixed random batch, as the reference's bench mode. allocs_per_step and bytes_allocated_per_step are runtime.MemStats deltas (Mallocs, TotalAlloc) over the timed steps divided by their number; peak_heap_bytes is the largest %s (HeapAlloc) sampled every 2 ms during them.", heapMetric)
+	return r, nil
+}
+
+// sampleHeapPeak samples heapMetric every interval in a goroutine until
+// stop is called; *peak then holds the largest value seen.
+func sampleHeapPeak(interval time.Duration) (peak *uint64, stop func()) {
+	peak = new(uint64)
+	s := []metrics.Sample{{Name: heapMetric}}
+	read := func() {
+		metrics.Read(s)
+		if s[0].Value.Kind() == metrics.KindUint64 {
+			*peak = max(*peak, s[0].Value.Uint64())
+		}
+	}
+	read()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				read()
+			}
+		}
+	}()
+	return peak, func() {
+		close(done)
+		wg.Wait()
+		read()
+	}
+}
+
+func slicesMin(ds []time.Duration) time.Duration {
+	m := ds[0]
+	for _, d := range ds[1:] {
+		m = min(m, d)
+	}
+	return m
+}

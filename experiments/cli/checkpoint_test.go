@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gptlab/experiments/gpt"
+	"gptlab/experiments/lab"
+	"gptlab/models"
+)
+
+// TestCheckpointPolicyErrors: a policy that does not exist or does not fit
+// the model is refused with one line naming it.
+func TestCheckpointPolicyErrors(t *testing.T) {
+	for _, tc := range []struct{ policy, want string }{
+		{"every:0", "want 1 to the layer count"},
+		{"every:3", "want 1 to the layer count 2"},
+		{"every:x", "whole number"},
+		{"often", "unknown policy"},
+		{"sqrt:2", "takes no argument"},
+		{"budget:", "neither a size"},
+		{"budget:lots", "neither a size"},
+		{"budget", "want budget:BYTES"},
+	} {
+		_, err := lab.ParseCheckpoint(tc.policy, 2)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("lab.ParseCheckpoint(%q) = %v, want one line saying %q", tc.policy, err, tc.want)
+		}
+	}
+	for _, ok := range []string{"none", "every:1", "every:2", "sqrt", "selective", "budget:12MiB", "budget:0.5", "budget:100000"} {
+		if _, err := lab.ParseCheckpoint(ok, 2); err != nil {
+			t.Errorf("lab.ParseCheckpoint(%q) = %v", ok, err)
+		}
+	}
+}
+
+// TestGPTGradsEveryPolicy: with dropout on, gpt grads writes the same loss
+// and gradients, to the bit, under every checkpointing policy and both
+// mask generators' checkpointed runs; a budget below the smallest feasible
+// peak is refused naming that minimum, and nothing is written.
+func TestGPTGradsEveryPolicy(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _ := models.Preset("tiny")
+	p := models.NewParams(cfg, 4)
+	model := filepath.Join(dir, "m.safetensors")
+	if err := p.SaveParams(model); err != nil {
+		t.Fatal(err)
+	}
+	n := cfg.Batch * cfg.Block
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64((7*i + 3) % cfg.Vocab)
+	}
+	batch := filepath.Join(dir, "b.safetensors")
+	bt := map[string]models.Tensor{"idx": models.IntTensor("I64", []int{cfg.Batch, cfg.Block}, ids),
+		"targets": models.IntTensor("I64", []int{cfg.Batch, cfg.Block}, slices.Concat(ids[1:], ids[:1]))}
+	if err := models.WriteSafetensors(batch, bt, nil); err != nil {
+		t.Fatal(err)
+	}
+	grads := func(sets ...string) map[string]models.Tensor {
+		out := filepath.Join(dir, strings.NewReplacer(":", "_", "=", "_", ",", "_").Replace(strings.Join(sets, "_"))+".safetensors")
+		args := []string{"--model", model, "--batch", batch, "--out", out, "--seed", "9", "--set", "dropout=0.1"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		if err := runCmd("gpt grads", args...); err != nil {
+			t.Fatalf("gpt grads %v: %v", sets, err)
+		}
+		ts, _, err := models.ReadSafetensors(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	for _, rng := range []string{"stateless", "stateful"} {
+		want := grads("checkpoint=none", "rng="+rng)
+		for _, pol := range []string{"every:1", "sqrt", "selective", "budget:0.8"} {
+			got := grads("checkpoint="+pol, "rng="+rng)
+			for name, w := range want {
+				if !slices.Equal(got[name].F32, w.F32) {
+					t.Errorf("rng=%s checkpoint=%s: %s differs from none's", rng, pol, name)
+				}
+			}
+		}
+	}
+	if other := grads("checkpoint=none", "rng=stateless"); slices.Equal(other["loss"].F32, grads("checkpoint=none", "rng=stateful")["loss"].F32) {
+		t.Error("stateless and stateful masks give the same loss: one of them is not dropout")
+	}
+	out := filepath.Join(dir, "tiny-budget.safetensors")
+	err := runCmd("gpt grads", "--model", model, "--batch", batch, "--out", out, "--set", "checkpoint=budget:1KiB")
+	if err == nil || !strings.Contains(err.Error(), "smallest feasible peak") {
+		t.Errorf("budget:1KiB: %v, want an error naming the smallest feasible peak", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("budget:1KiB wrote its output")
+	}
+}
+
+// TestTrainCheckpointedSameLosses: gpt train's checkpoint setting gives
+// the same losses to the bit.
+func TestTrainCheckpointedSameLosses(t *testing.T) {
+	run := func(policy string) []float32 {
+		c := gpt.Defaults
+		c.Config, c.Iters, c.Warmup, c.Dropout, c.Checkpoint, c.EvalEvery, c.EvalBatches = "tiny", 6, 2, 0.1, policy, 3, 2
+		tc, data, err := c.Setup(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := models.NewTrainer(tc, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if err := tr.Run(context.Background(), tc.Iters, nil); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Losses
+	}
+	want := run("none")
+	for _, pol := range []string{"every:1", "selective"} {
+		if got := run(pol); !slices.Equal(got, want) {
+			t.Errorf("checkpoint=%s: losses %v, none's %v", pol, got, want)
+		}
+	}
+}

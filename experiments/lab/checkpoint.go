@@ -1,0 +1,261 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"gptlab/models"
+	"gptlab/planner/recompute"
+	"gptlab/reports"
+)
+
+// Checkpointing policies, as --set checkpoint=… names them:
+//
+//	none        the plain step: every activation kept for the backward
+//	every:K     keep the input of every K-th layer; recompute each stretch
+//	sqrt        keep ⌈√L⌉ evenly spaced layer inputs (Chen et al.)
+//	selective   keep everything but attention's softmax/dropout core,
+//	            recomputed from q and k (Megatron's selective recomputation)
+//	budget:B    the fastest schedule whose planned peak fits B bytes (B may
+//	            say KiB, MiB or GiB, or be a fraction of none's peak: 0.5),
+//	            found by the dynamic program over the measured chain
+
+// CheckpointPolicy is a parsed checkpointing policy.
+type CheckpointPolicy struct {
+	name   string  // as given
+	Kind   string  // none, every, sqrt, selective, budget
+	k      int     // every:K
+	bytes  int64   // budget:B in bytes, or 0
+	frac   float64 // budget:F as a fraction of none's peak, or 0
+	layers int     // the model's layer count
+}
+
+// ParseCheckpoint reads a policy for a model of the given layer count.
+// A bad value is a usage error naming it.
+func ParseCheckpoint(s string, layers int) (CheckpointPolicy, error) {
+	return ParsePolicy("checkpoint", s, layers)
+}
+
+// ParsePolicy is ParseCheckpoint with the --set key its errors name.
+func ParsePolicy(key, s string, layers int) (CheckpointPolicy, error) {
+	p := CheckpointPolicy{name: s, layers: layers}
+	kind, arg, hasArg := strings.Cut(s, ":")
+	p.Kind = kind
+	switch kind {
+	case "none", "sqrt", "selective":
+		if hasArg {
+			return p, Usagef("--set %s=%s: %s takes no argument", key, s, kind)
+		}
+	case "every":
+		k, err := strconv.Atoi(arg)
+		switch {
+		case !hasArg || err != nil:
+			return p, Usagef("--set %s=%s: want every:K with K a whole number of layers", key, s)
+		case k < 1 || k > layers:
+			return p, Usagef("--set %s=%s: K = %d, want 1 to the layer count %d", key, s, k, layers)
+		}
+		p.k = k
+	case "budget":
+		if !hasArg {
+			return p, Usagef("--set %s=%s: want budget:BYTES (e.g. budget:24MiB) or budget:FRACTION of none's peak (e.g. budget:0.5)", key, s)
+		}
+		if f, err := strconv.ParseFloat(arg, 64); err == nil && f > 0 && f <= 1 && strings.Contains(arg, ".") {
+			p.frac = f
+			break
+		}
+		b, err := ParseBytes(arg)
+		if err != nil || b <= 0 {
+			return p, Usagef("--set %s=%s: %q is neither a size in bytes (KiB, MiB, GiB) nor a fraction in (0, 1]", key, s, arg)
+		}
+		p.bytes = b
+	default:
+		return p, Usagef("--set %s=%s: unknown policy (want none, every:K, sqrt, selective or budget:B)", key, s)
+	}
+	return p, nil
+}
+
+// ParseBytes reads 1048576, 1024KiB, 1MiB, 0.5GiB.
+func ParseBytes(s string) (int64, error) {
+	mult := 1.0
+	for _, u := range []struct {
+		suffix string
+		m      float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.m
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsInf(f, 0) || f*mult > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	return int64(f * mult), nil
+}
+
+// KeptLayers are the layer inputs a fixed boundary policy keeps (layer 0's
+// is always kept).
+func (p CheckpointPolicy) KeptLayers() []int {
+	var keep []int
+	switch p.Kind {
+	case "every":
+		for l := p.k; l < p.layers; l += p.k {
+			keep = append(keep, l)
+		}
+	case "sqrt":
+		k := int(math.Ceil(math.Sqrt(float64(p.layers))))
+		for i := 1; i < k; i++ {
+			keep = append(keep, int(math.Round(float64(i*p.layers)/float64(k))))
+		}
+	}
+	return keep
+}
+
+// FixedSchedule is the step schedule of a policy that needs no search.
+func (p CheckpointPolicy) FixedSchedule(cfg models.Config) (models.StepSchedule, error) {
+	switch p.Kind {
+	case "none":
+		return models.PlainStepSchedule(cfg), nil
+	case "selective":
+		return models.PlainStepSchedule(cfg).Selective(cfg), nil
+	case "every", "sqrt":
+		return models.CheckpointStepSchedule(cfg, p.KeptLayers())
+	}
+	return models.StepSchedule{}, fmt.Errorf("policy %s needs the chain's measurements", p.name)
+}
+
+// Chain is a config's measured chain for the budget search.
+type Chain struct {
+	Links     []recompute.Link
+	In        int64 // the chain input's bytes
+	PlainPeak int64 // none's planned arena
+	Offset    int64 // planned peak minus the model's, for the plain step
+}
+
+// MeasureChain measures cfg's chain on a batch (see models.MeasureChain).
+func MeasureChain(cfg models.Config, p *models.Params, B, T int, idx, tgt []int32, runs int) (*Chain, error) {
+	links, in, peak, err := models.MeasureChain(cfg, p, B, T, idx, tgt, runs)
+	if err != nil {
+		return nil, err
+	}
+	_, model, err := recompute.Simulate(links, in, recompute.Chen(len(links), nil, nil))
+	if err != nil {
+		return nil, err
+	}
+	return &Chain{Links: links, In: in, PlainPeak: peak, Offset: peak - model}, nil
+}
+
+// searchQuantum is how finely the bisection for the smallest feasible
+// budget counts memory: the budget in this many units (sizes round up, so
+// what it finds is feasible exactly too).
+const searchQuantum = 4096
+
+// ErrBudget marks a budget no schedule fits.
+var ErrBudget = errors.New("below the smallest feasible peak")
+
+// BudgetResult is the schedule the search chose for a budget.
+type BudgetResult struct {
+	Moves    recompute.Moves
+	Schedule models.StepSchedule
+	Peak     int64   // planned
+	Time     float64 // the model's, in seconds
+	Tries    int     // compilations until the planned peak fit
+}
+
+// BestWithin finds the fastest schedule (in the chain's time model) whose
+// planned arena fits budget: the dynamic program on the model's memory
+// (the planned peak less the plain step's offset), its schedule planned
+// for real, and the model's budget lowered by any excess until the
+// planned peak fits. plan compiles a schedule and returns its planned
+// peak.
+func (c *Chain) BestWithin(budget int64, plan func(models.StepSchedule) (int64, error)) (BudgetResult, error) {
+	model := budget - c.Offset
+	for try := 1; try <= 8; try++ {
+		if model <= 0 {
+			break
+		}
+		s, err := recompute.Optimal(c.Links, c.In, model, 1, true) // exact: a GPT's links are of few kinds, so few memory values recur
+		if errors.Is(err, recompute.ErrBudget) {
+			break
+		}
+		if err != nil {
+			return BudgetResult{}, err
+		}
+		sched := models.FromMoves(s.Moves)
+		peak, err := plan(sched)
+		if err != nil {
+			return BudgetResult{}, err
+		}
+		if peak <= budget {
+			return BudgetResult{Moves: s.Moves, Schedule: sched, Peak: peak, Time: s.Time, Tries: try}, nil
+		}
+		model -= peak - budget
+	}
+	return BudgetResult{}, fmt.Errorf("%w", ErrBudget)
+}
+
+// SmallestFeasible is the smallest model budget the dynamic program
+// finds a schedule for, plus the offset: about the smallest planned peak
+// any schedule reaches (bisection to a quantum).
+func (c *Chain) SmallestFeasible() int64 {
+	lo, hi := int64(0), c.PlainPeak-c.Offset // infeasible, feasible
+	for hi-lo > max(hi/searchQuantum, 1) {
+		mid := (lo + hi) / 2
+		if _, err := recompute.Optimal(c.Links, c.In, mid, mid/searchQuantum+1, true); err == nil {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi + c.Offset
+}
+
+// ResolveCheckpoint turns a --set checkpoint value into the step schedule
+// of cfg's training step (nil for none: the plain model). A budget is
+// searched on the chain measured on the batch (idx, tgt); a budget below
+// the smallest feasible peak is a usage error naming that minimum.
+func ResolveCheckpoint(policy string, cfg models.Config, p *models.Params, B, T int, idx, tgt []int32) (*models.StepSchedule, error) {
+	pol, err := ParseCheckpoint(policy, cfg.Layers)
+	if err != nil {
+		return nil, err
+	}
+	switch pol.Kind {
+	case "none":
+		return nil, nil
+	case "budget":
+	default:
+		s, err := pol.FixedSchedule(cfg)
+		return &s, err
+	}
+	ch, err := MeasureChain(cfg, p, B, T, idx, tgt, 2)
+	if err != nil {
+		return nil, err
+	}
+	budget := pol.bytes
+	if pol.frac > 0 {
+		budget = int64(pol.frac * float64(ch.PlainPeak))
+	}
+	plan := func(s models.StepSchedule) (int64, error) {
+		m, err := models.NewModel(cfg, p, B, T, true, models.WithStepSchedule(s))
+		if err != nil {
+			return 0, err
+		}
+		defer m.Close()
+		return m.Arena().Stats().ArenaBytes, nil
+	}
+	br, err := ch.BestWithin(budget, plan)
+	if errors.Is(err, ErrBudget) {
+		return nil, Usagef("--set checkpoint=%s: %s is below the smallest feasible peak, about %s (none's is %s)",
+			policy, FormatBytes(budget), FormatBytes(ch.SmallestFeasible()), FormatBytes(ch.PlainPeak))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &br.Schedule, nil
+}
+
+// FormatBytes is b in KiB, MiB or GiB as reports print sizes.
+func FormatBytes(b int64) string { return reports.FormatBytes(float64(b)) }

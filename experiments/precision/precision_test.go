@@ -1,0 +1,124 @@
+package precision
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"gptlab/experiments/lab"
+	"gptlab/experiments/lab/labtest"
+	"gptlab/models"
+	"gptlab/precision"
+	"gptlab/reports"
+)
+
+// TestPrecisionLab runs the lab on tiny for 40 steps: the metrics the
+// issue names are there, every check passes, and the figures are the loss
+// curves, their difference to f32's and the scale's trajectory.
+func TestPrecisionLab(t *testing.T) {
+	l := Lab
+	cfg := precisionDefaults
+	precisionQuick(&cfg)
+	cfg.Iters, cfg.Warmup, cfg.EvalBatches, cfg.GEMMRuns = 40, 4, 4, 1
+	r, err := l.Run(context.Background(), &cfg, lab.Options{Seed: 1, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"val_loss_f32", "val_loss_bf16", "val_loss_fp16_scaled", "val_loss_fp16_noscale",
+		"skipped_steps_fp16_scaled", "saved_activation_bytes_f32", "saved_activation_bytes_bf16", "step_peak_bytes_f32",
+		"step_peak_bytes_bf16", "step_ms_f32", "step_ms_bf16", "grad_flush_fp16_noscale_ratio", "gemm_f32_gflop_per_s"} {
+		if _, ok := r.Metrics.Get(k); !ok {
+			t.Errorf("precision report has no metric %q", k)
+		}
+	}
+	labtest.ChecksHold(t, r, "")
+	if len(r.Checks) < 7 {
+		t.Errorf("%d checks, want at least 7", len(r.Checks))
+	}
+	if n := len(r.FigureList()); n != 3 {
+		t.Errorf("%d figures, want 3 (loss curves, their difference to f32, loss scale)", n)
+	}
+	if v, _ := r.Config.Get("eval-every"); v != 4 {
+		t.Errorf("config eval-every = %v, want the 4 used (iters/10)", v)
+	}
+}
+
+// syntheticRuns are four runs whose figures meet every target.
+func syntheticRuns(t *testing.T) []*policyRun {
+	var runs []*policyRun
+	for _, name := range precisionPolicies {
+		p, err := precision.ParsePolicy(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &policyRun{policy: p, val: 1.9, scale: 1, stepTimes: []time.Duration{time.Millisecond}}
+		r.scales = make([]float32, 100)
+		r.mem = models.StepMemory{Saved: 1000, SavedRun: 1000, Peak: 2000}
+		if p.Mixed() {
+			r.mem = models.StepMemory{Saved: 520, SavedRun: 520, Saved16: 500, Peak: 1500}
+		}
+		runs = append(runs, r)
+	}
+	runs[2].under = models.Underflow{Nonzero: 1000, Flushed: 1}
+	runs[3].under = models.Underflow{Nonzero: 1000, Flushed: 30}
+	runs[2].skipped = []int{1, 2, 3}
+	return runs
+}
+
+// TestPrecisionChecksCanFail: each target's check passes on figures that
+// meet it and fails on figures that miss it.
+func TestPrecisionChecksCanFail(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(runs []*policyRun)
+		check string // the check that must fail
+	}{
+		{"none", func([]*policyRun) {}, ""},
+		{"bf16 loss 2% off", func(r []*policyRun) { r[1].val = 1.9 * 1.02 }, "bf16 reaches f32's val loss within 1%"},
+		{"fp16 loss 2% off", func(r []*policyRun) { r[2].val = 1.9 * 0.98 }, "fp16 reaches f32's val loss within 1%"},
+		{"no underflow", func(r []*policyRun) { r[3].under.Flushed = 0 }, "fp16 without scaling shows its underflow"},
+		{"scaling flushes as much", func(r []*policyRun) { r[2].under.Flushed = 30 }, "fp16 without scaling shows its underflow"},
+		{"a late skip", func(r []*policyRun) { r[2].skipped = append(r[2].skipped, 50) }, "fp16 loss scaling skips under 0.1% of steps after the first 20"},
+		{"f32 saved activations", func(r []*policyRun) { r[1].mem.Saved = 600 }, "bf16: saved activations at most 0.55x f32's, planned"},
+		{"run bytes", func(r []*policyRun) { r[1].mem.SavedRun = 999 }, "bf16: saved activations at most 0.55x f32's, as run"},
+		{"overwritten", func(r []*policyRun) { r[1].guarded = errors.New("overwritten") }, "bf16: saved activations at most 0.55x f32's, as run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := syntheticRuns(t)
+			tc.spoil(runs)
+			r := reports.New("precision", "checks")
+			precisionChecks(r, runs, gemmRates{})
+			for _, c := range r.Checks {
+				if c.Timed { // AMX machines only: decided by measured rates, none here
+					continue
+				}
+				if want := c.Name != tc.check; c.Pass != want {
+					t.Errorf("check %q: pass = %v, want %v (%s)", c.Name, c.Pass, want, c.Detail)
+				}
+			}
+		})
+	}
+}
+
+// TestPrecisionBadSettings: settings out of range are refused before any
+// training, naming the key.
+func TestPrecisionBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want string
+	}{
+		{"iters=30", "iters=30"},
+		{"underflow-every=0", "underflow-every=0"},
+		{"gemm-runs=0", "gemm-runs=0"},
+		{"config=huge", "config=huge"},
+		{"lr=-1", "lr=-1"},
+	} {
+		_, err := labtest.Run(Lab, true, tc.set)
+		if !errors.Is(err, lab.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run precision --quick --set %s: %v; want bad usage naming %q", tc.set, err, tc.want)
+		}
+	}
+}
