@@ -5,7 +5,9 @@ import (
 	"time"
 
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
+	"gptlab/models/ops"
 	"gptlab/planner"
 	"gptlab/planner/arena"
 	"gptlab/planner/recompute"
@@ -166,22 +168,9 @@ func flops(n *G.Node) float64 {
 			k = a[a.Dims()-2]
 		}
 		return 2 * float64(out.TotalSize()) * float64(k)
-	case causalOp: // about half a full product: the blocks on and below the diagonal
+	case ops.FlopCounter: // the causal products: about half a full product
 		in := children(n)
-		T, d := in[1].Shape()[1], in[1].Shape()[2]
-		if op.kind == causalScores {
-			d = in[0].Shape()[2]
-		}
-		work := 0.0
-		for r0 := 0; r0 < T; r0 += causalRows {
-			r1 := min(r0+causalRows, T)
-			if op.kind == causalApplyT {
-				work += float64((r1 - r0) * (T - r0))
-			} else {
-				work += float64((r1 - r0) * r1)
-			}
-		}
-		return 2 * float64(out[0]) * work * float64(d)
+		return op.Flops([]tensor.Shape{in[0].Shape(), in[1].Shape()})
 	case arena.ReshapeOp:
 		return 0
 	}

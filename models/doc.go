@@ -19,14 +19,11 @@
 // (package precision), parallelism (package parallel), or the safetensors
 // format and atomic writes (internal/safetensors, internal/atomicfile).
 //
-// The graphs are gorgonia graphs of this package's ops and of package
-// arena's (MatMul, Add, Masked, Gather, Reshape, Cast); every op is a
-// gorgonia SDOp whose SymDiff builds its backward ops, and an arena.Kernel
-// that runs allocation-free on storage bound once: AddBias/ColSum,
-// LayerNorm (eps 1e-5), GELU (exact, erf), SplitHeads/MergeHeads,
-// CausalSoftmax (mask, scale and softmax fused), CrossEntropy (log-softmax
-// and NLL fused, mean over B*T) and CachedAttention (append to a KV cache
-// and attend over it, forward only).
+// The graphs are gorgonia graphs of the ops of package models/ops
+// (AddBias/ColSum, LayerNorm, GELU, SplitHeads/MergeHeads, the causal
+// products, CausalSoftmax, CrossEntropy, Gemm16, CachedAttention) and of
+// package arena's (MatMul, Add, Masked, Gather, Reshape, Cast); every op
+// runs allocation-free on storage the arena binds once.
 //
 // Numerics follow ../shared/peer/gpt_reference.py: on its golden cases
 // (../shared/golden/tiny and testdata/golden) the logits, the loss and

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"gptlab/models/ops"
+
 	_ "go4.org/unsafe/assume-no-moving-gc" // gorgonia panics at start on Go 1.26 without it
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -171,8 +173,8 @@ func (m *Model) build(o modelOptions) error {
 	for l := range m.cfg.Layers {
 		x = n.block(x, l) // (B*T, C)
 	}
-	m.logits = n.head(x)                                                          // (B*T, V)
-	m.loss = n.do(func() (*G.Node, error) { return CrossEntropy(m.logits, tgt) }) // (1)
+	m.logits = n.head(x)                                                              // (B*T, V)
+	m.loss = n.do(func() (*G.Node, error) { return ops.CrossEntropy(m.logits, tgt) }) // (1)
 	m.masks = n.masks
 	if n.err != nil {
 		return n.err
@@ -268,7 +270,7 @@ func (m *Model) Feed(idx, targets []int32) error {
 		return nil
 	}
 	for _, mk := range m.masks {
-		DropoutMask(mk.data, m.cfg.Dropout, m.dropSeed, m.dropStep, mk.layer, mk.site)
+		ops.DropoutMask(mk.data, m.cfg.Dropout, m.dropSeed, m.dropStep, mk.layer, mk.site)
 	}
 	return nil
 }

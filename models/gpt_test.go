@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"gptlab/models/ops"
 )
 
 func tinyModel(t testing.TB, dropout float64, train bool) (*Model, Config) {
@@ -151,52 +153,6 @@ func TestDropout(t *testing.T) {
 	}
 }
 
-func TestDropoutMask(t *testing.T) {
-	const n = 100000
-	a := make([]float32, n)
-	DropoutMask(a, 0.25, 1, 2, 3, SiteMLP)
-	zeros := 0
-	for _, v := range a {
-		switch v {
-		case 0:
-			zeros++
-		case float32(1 / 0.75):
-		default:
-			t.Fatalf("mask value %v, want 0 or 1/(1-p)", v)
-		}
-	}
-	if f := float64(zeros) / n; math.Abs(f-0.25) > 0.01 {
-		t.Errorf("dropped fraction %v, want 0.25 ± 0.01", f)
-	}
-	for _, tc := range []struct {
-		name        string
-		seed, step  int64
-		layer, site int
-		wantSame    bool
-	}{
-		{"same counters", 1, 2, 3, SiteMLP, true},
-		{"other seed", 2, 2, 3, SiteMLP, false},
-		{"other step", 1, 3, 3, SiteMLP, false},
-		{"other layer", 1, 2, 4, SiteMLP, false},
-		{"other site", 1, 2, 3, SiteAttn, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := make([]float32, n)
-			DropoutMask(b, 0.25, tc.seed, tc.step, tc.layer, tc.site)
-			if same := maxAbsDiff(a, b) == 0; same != tc.wantSame {
-				t.Errorf("mask equal to the reference mask: %v, want %v", same, tc.wantSame)
-			}
-		})
-	}
-	ones := make([]float32, 10)
-	DropoutMask(ones, 0, 1, 1, 1, 1)
-	for _, v := range ones {
-		if v != 1 {
-			t.Fatalf("p = 0 mask holds %v, want all ones", v)
-		}
-	}
-}
-
 // Example_trainStep runs one forward/backward pass and one AdamW update.
 func Example_trainStep() {
 	cfg, _ := Preset("tiny")
@@ -289,9 +245,9 @@ func TestDropoutMasksRegenerate(t *testing.T) {
 			t.Errorf("mask (layer %d, site %d) has %d values, want %d", mk.layer, mk.site, len(mk.data), size[mk.site])
 		}
 		again := make([]float32, len(mk.data))
-		DropoutMask(again, cfg.Dropout, 5, 11, mk.layer, mk.site)
+		ops.DropoutMask(again, cfg.Dropout, 5, 11, mk.layer, mk.site)
 		if maxAbsDiff(again, mk.data) != 0 {
-			t.Errorf("mask (layer %d, site %d) is not DropoutMask(seed 5, step 11)", mk.layer, mk.site)
+			t.Errorf("mask (layer %d, site %d) is not ops.DropoutMask(seed 5, step 11)", mk.layer, mk.site)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/models/ops"
 	"gptlab/planner/arena"
 )
 
@@ -124,13 +125,17 @@ func (n *net) embed(idx, pos *G.Node) *G.Node {
 // linear is y = x Wᵀ + b with W [out, in] read in place (MatMul with
 // TransB): x (N, in) -> y (N, out).
 func (n *net) linear(x, w, b *G.Node) *G.Node {
-	y := n.matmulW(x, w)                                          // (N, out)
-	return n.do(func() (*G.Node, error) { return AddBias(y, b) }) // (N, out)
+	y := n.matmulW(x, w)                                              // (N, out)
+	return n.do(func() (*G.Node, error) { return ops.AddBias(y, b) }) // (N, out)
 }
+
+// AddBias returns x (N, C) with b (C) added to every row (ops.AddBias),
+// for graphs built outside this package (the tensor-parallel lab's).
+func AddBias(x, b *G.Node) (*G.Node, error) { return ops.AddBias(x, b) }
 
 // layerNorm is LayerNorm with the parameters name.weight and name.bias.
 func (n *net) layerNorm(x *G.Node, name string) *G.Node {
-	return n.do(func() (*G.Node, error) { return LayerNorm(x, n.param(name+".weight"), n.param(name+".bias")) }) // (B*T, C)
+	return n.do(func() (*G.Node, error) { return ops.LayerNorm(x, n.param(name+".weight"), n.param(name+".bias")) }) // (B*T, C)
 }
 
 // attention is causal multi-head self-attention of layer l on h (B*T, C):
@@ -141,10 +146,10 @@ func (n *net) attention(h *G.Node, l int) *G.Node {
 	pre := fmt.Sprintf("transformer.h.%d.attn.", l)
 	var qkv [3]*G.Node
 	for i, part := range []string{"q", "k", "v"} {
-		w := n.paramRows(pre+"c_attn.weight", part, i*C, (i+1)*C)                // (C, C)
-		b := n.paramRows(pre+"c_attn.bias", part, i*C, (i+1)*C)                  // (C)
-		x := n.linear(h, w, b)                                                   // (B*T, C)
-		qkv[i] = n.do(func() (*G.Node, error) { return SplitHeads(x, B, T, H) }) // (B*H, T, hs)
+		w := n.paramRows(pre+"c_attn.weight", part, i*C, (i+1)*C)                    // (C, C)
+		b := n.paramRows(pre+"c_attn.bias", part, i*C, (i+1)*C)                      // (C)
+		x := n.linear(h, w, b)                                                       // (B*T, C)
+		qkv[i] = n.do(func() (*G.Node, error) { return ops.SplitHeads(x, B, T, H) }) // (B*H, T, hs)
 	}
 	var y *G.Node
 	if n.kv != nil {
@@ -152,9 +157,9 @@ func (n *net) attention(h *G.Node, l int) *G.Node {
 	} else {
 		c := n.attnScores(attnCore{layer: l, q: qkv[0], k: qkv[1], scale: 1 / math.Sqrt(float64(n.cfg.HeadSize()))})
 		n.cores = append(n.cores, c)
-		y = n.do(func() (*G.Node, error) { return CausalApply(c.dropped, qkv[2]) }) // (B*H, T, hs)
+		y = n.do(func() (*G.Node, error) { return ops.CausalApply(c.dropped, qkv[2]) }) // (B*H, T, hs)
 	}
-	y = n.do(func() (*G.Node, error) { return MergeHeads(y, B, T, H) }) // (B*T, C)
+	y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, H) }) // (B*T, C)
 	y = n.linear(y, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias"))
 	return n.dropout(y, l, SiteAttnResid) // (B*T, C)
 }
@@ -163,8 +168,8 @@ func (n *net) attention(h *G.Node, l int) *G.Node {
 // softmax of scores/√hs, dropout (with a new mask input unless c.mask is
 // set: a recomputation passes the first pass's mask).
 func (n *net) attnScores(c attnCore) attnCore {
-	c.scores = n.do(func() (*G.Node, error) { return CausalScores(c.q, c.k) })          // (B*H, T, T), zero above the diagonal
-	c.probs = n.do(func() (*G.Node, error) { return CausalSoftmax(c.scores, c.scale) }) // (B*H, T, T)
+	c.scores = n.do(func() (*G.Node, error) { return ops.CausalScores(c.q, c.k) })          // (B*H, T, T), zero above the diagonal
+	c.probs = n.do(func() (*G.Node, error) { return ops.CausalSoftmax(c.scores, c.scale) }) // (B*H, T, T)
 	c.dropped = c.probs
 	switch {
 	case c.mask != nil:
@@ -182,7 +187,7 @@ func (n *net) attnScores(c attnCore) attnCore {
 func (n *net) mlp(h *G.Node, l int) *G.Node {
 	pre := fmt.Sprintf("transformer.h.%d.mlp.", l)
 	f := n.linear(h, n.param(pre+"c_fc.weight"), n.param(pre+"c_fc.bias"))    // (B*T, 4C)
-	f = n.do(func() (*G.Node, error) { return GELU(f) })                      // (B*T, 4C)
+	f = n.do(func() (*G.Node, error) { return ops.GELU(f) })                  // (B*T, 4C)
 	f = n.linear(f, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias")) // (B*T, C)
 	return n.dropout(f, l, SiteMLP)
 }

@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/bf16gemm"
+	"gptlab/models/ops"
 	"gptlab/planner/arena"
 	"gptlab/precision"
 )
@@ -150,13 +151,11 @@ func (n *net) store(x *G.Node) *G.Node {
 	if mp == nil || mp.act == arena.F32 || n.err != nil || x == nil || x.Dtype() != tensor.Float32 {
 		return x
 	}
-	switch op := x.Op().(type) {
-	case xentOp: // the loss
+	if ops.IsCrossEntropy(x.Op()) { // the loss
 		return x
-	case arena.Viewer:
-		if op.IsView() {
-			return x // its input is stored already
-		}
+	}
+	if op, ok := x.Op().(arena.Viewer); ok && op.IsView() {
+		return x // its input is stored already
 	}
 	x16, up, err := castPair(x, mp.act)
 	if err != nil {
@@ -209,7 +208,7 @@ func (n *net) matmulW(x, w *G.Node) *G.Node {
 	}
 	mul := arena.MatMul
 	if n.mp != nil && n.mp.gemm16 {
-		mul = Gemm16
+		mul = ops.Gemm16
 	}
 	y, err := mul(x, w, false, true) // (N, out)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"gptlab/models/ops"
 	"gptlab/planner/arena"
 	"gptlab/planner/recompute"
 )
@@ -210,13 +211,13 @@ func (n *net) segment(seg Segment, in, idx, pos, tgt *G.Node) segCopy {
 		c.out = n.attnHalf(in, seg.Layer) // (B*T, C)
 	case SegMLP:
 		if n.stat != nil && seg.Layer == 0 {
-			op := runningMeanOp{stat: n.stat, update: !(n.recomputing && n.statGuard)}
-			n.statNodes = append(n.statNodes, n.do(func() (*G.Node, error) { return G.ApplyOp(op, in) })) // (1)
+			update := !(n.recomputing && n.statGuard)
+			n.statNodes = append(n.statNodes, n.do(func() (*G.Node, error) { return ops.UpdateMean(in, n.stat, update) })) // (1)
 		}
 		c.out = n.mlpHalf(in, seg.Layer) // (B*T, C)
 	case SegHead:
-		c.logits = n.head(in)                                                        // (B*T, V)
-		c.out = n.do(func() (*G.Node, error) { return CrossEntropy(c.logits, tgt) }) // (1)
+		c.logits = n.head(in)                                                            // (B*T, V)
+		c.out = n.do(func() (*G.Node, error) { return ops.CrossEntropy(c.logits, tgt) }) // (1)
 	}
 	c.cores = n.cores[first:]
 	return c

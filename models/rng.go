@@ -23,6 +23,18 @@ const (
 	Stateful
 )
 
+// Dropout sites, as in nanoGPT: after the embeddings (layer 0), on the
+// attention probabilities, after the attention projection and after the
+// MLP projection (one of each per layer). A Model's mask for (layer, site)
+// at step s is ops.DropoutMask(mask, cfg.Dropout, seed, s, layer, site)
+// over the shape given beside each site, row-major.
+const (
+	SiteEmbed     = 0 // transformer.drop on wte+wpe (layer 0): (B*T, C)
+	SiteAttn      = 1 // attn_dropout on the softmax output: (B*H, T, T)
+	SiteAttnResid = 2 // resid_dropout after attn.c_proj: (B*T, C)
+	SiteMLP       = 3 // dropout after mlp.c_proj: (B*T, C)
+)
+
 // RNGOptions choose the masks' generator (WithRNG).
 type RNGOptions struct {
 	Kind     RNG
@@ -41,7 +53,7 @@ func newStream(seed int64) *stream {
 
 // mask fills dst with an inverted-dropout mask for p drawn from the
 // stream: an element is dropped when the top 24 bits of its draw, as a
-// fraction of 2^24, fall below p (the same rule as DropoutMask).
+// fraction of 2^24, fall below p (the same rule as ops.DropoutMask).
 func (s *stream) mask(dst []float32, p float64) {
 	keep := float32(1 / (1 - p))
 	thresh := uint64(p * (1 << 24))

@@ -8,6 +8,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"gptlab/models/ops"
 	"gptlab/planner/arena"
 )
 
@@ -103,14 +104,14 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 	if s.LN1, err = newShardPart(cfg, B, T, o, map[string][]float32{
 		"ln.weight": slices.Clone(p.Slice(pre + "ln_1.weight")), "ln.bias": slices.Clone(p.Slice(pre + "ln_1.bias")),
 	}, func(n *net, x *G.Node, w func(string, ...int) *G.Node) *G.Node {
-		return n.do(func() (*G.Node, error) { return LayerNorm(x, w("ln.weight", C), w("ln.bias", C)) }) // (B*T, C)
+		return n.do(func() (*G.Node, error) { return ops.LayerNorm(x, w("ln.weight", C), w("ln.bias", C)) }) // (B*T, C)
 	}); err != nil {
 		return nil, err
 	}
 	if s.LN2, err = newShardPart(cfg, B, T, o, map[string][]float32{
 		"ln.weight": slices.Clone(p.Slice(pre + "ln_2.weight")), "ln.bias": slices.Clone(p.Slice(pre + "ln_2.bias")),
 	}, func(n *net, x *G.Node, w func(string, ...int) *G.Node) *G.Node {
-		return n.do(func() (*G.Node, error) { return LayerNorm(x, w("ln.weight", C), w("ln.bias", C)) }) // (B*T, C)
+		return n.do(func() (*G.Node, error) { return ops.LayerNorm(x, w("ln.weight", C), w("ln.bias", C)) }) // (B*T, C)
 	}); err != nil {
 		return nil, err
 	}
@@ -122,12 +123,12 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 	if s.Attn, err = newShardPart(cfg, B, T, o, attn, func(n *net, h *G.Node, w func(string, ...int) *G.Node) *G.Node {
 		var qkv [3]*G.Node
 		for i, part := range []string{"q", "k", "v"} {
-			x := n.linear(h, w(part+".weight", Cs, C), w(part+".bias", Cs))           // (B*T, C/P)
-			qkv[i] = n.do(func() (*G.Node, error) { return SplitHeads(x, B, T, Hs) }) // (B*H/P, T, hs)
+			x := n.linear(h, w(part+".weight", Cs, C), w(part+".bias", Cs))               // (B*T, C/P)
+			qkv[i] = n.do(func() (*G.Node, error) { return ops.SplitHeads(x, B, T, Hs) }) // (B*H/P, T, hs)
 		}
 		c := n.attnScores(attnCore{layer: layer, q: qkv[0], k: qkv[1], scale: 1 / math.Sqrt(float64(hs))})
-		y := n.do(func() (*G.Node, error) { return CausalApply(c.dropped, qkv[2]) })                          // (B*H/P, T, hs)
-		y = n.do(func() (*G.Node, error) { return MergeHeads(y, B, T, Hs) })                                  // (B*T, C/P)
+		y := n.do(func() (*G.Node, error) { return ops.CausalApply(c.dropped, qkv[2]) })                      // (B*H/P, T, hs)
+		y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, Hs) })                              // (B*T, C/P)
 		return n.do(func() (*G.Node, error) { return arena.MatMul(y, w("proj.weight", C, Cs), false, true) }) // (B*T, C) partial
 	}); err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 		"proj.weight": cols(pre+"mlp.c_proj.weight", u0, u1),
 	}, func(n *net, h *G.Node, w func(string, ...int) *G.Node) *G.Node {
 		f := n.linear(h, w("fc.weight", Us, C), w("fc.bias", Us))                                             // (B*T, 4C/P)
-		f = n.do(func() (*G.Node, error) { return GELU(f) })                                                  // (B*T, 4C/P)
+		f = n.do(func() (*G.Node, error) { return ops.GELU(f) })                                              // (B*T, 4C/P)
 		return n.do(func() (*G.Node, error) { return arena.MatMul(f, w("proj.weight", C, Us), false, true) }) // (B*T, C) partial
 	}); err != nil {
 		return nil, err

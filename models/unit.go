@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"gptlab/models/ops"
+
 	G "gorgonia.org/gorgonia"
 )
 
@@ -133,8 +135,8 @@ func (u *Unit) build(train bool, o modelOptions) (*unitGraph, error) {
 			gr.out = n.mlpHalf(x, u.Seg.Layer) // (B*T, C)
 		case SegHead:
 			gr.tgt = make([]int, N)
-			gr.logits = n.head(x)                                                                                    // (B*T, V)
-			gr.out = n.do(func() (*G.Node, error) { return CrossEntropy(gr.logits, n.input("targets", gr.tgt, N)) }) // (1)
+			gr.logits = n.head(x)                                                                                        // (B*T, V)
+			gr.out = n.do(func() (*G.Node, error) { return ops.CrossEntropy(gr.logits, n.input("targets", gr.tgt, N)) }) // (1)
 		}
 	}
 	if n.err != nil {
@@ -225,7 +227,7 @@ func (u *Unit) run(gr *unitGraph, x, dy []float32) error {
 		copy(c.dst, c.src)
 	}
 	for _, mk := range gr.masks {
-		DropoutMask(mk.data, u.cfg.Dropout, u.dropSeed, u.dropStep, mk.layer, mk.site)
+		ops.DropoutMask(mk.data, u.cfg.Dropout, u.dropSeed, u.dropStep, mk.layer, mk.site)
 	}
 	if err := gr.exec.run(); err != nil {
 		return fmt.Errorf("%v: %w", u.Seg, err)

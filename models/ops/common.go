@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // the backward graph), and backward ops that are plain Ops. Every op
 // implements UsePreallocDoer, so an executor that plans memory can bind
 // its output, and arena.Kernel, so the arena executor can bind the whole
-// computation once and run it without allocating (see ops_kernel.go); Do
+// computation once and run it without allocating (see kernel.go); Do
 // allocates and calls UsePreallocDo. float32 values run the fast kernels,
 // float64 values (what the finite-difference tests use) the reference
 // loops with math.Exp and math.Erf; both accumulate in float64.

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -264,7 +264,7 @@ func lnBackwardX[F float](dx, x, w, dy []F) {
 }
 
 // lnGradSums returns a row's Σx, Σx², Σg and Σg·x, g = dy·w, in one
-// pass with two accumulators each (see ops_reduce.go).
+// pass with two accumulators each (see reduce.go).
 func lnGradSums[F float](x, w, dy []F) (sx, sxx, sg, sgx float64) {
 	w, dy = w[:len(x)], dy[:len(x)]
 	var a0, a1, b0, b1, c0, c1, d0, d1 float64

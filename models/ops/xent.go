@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -288,4 +288,11 @@ func xentBackward32(d, logits []float32, t []int, V int, k float64) {
 		}
 		dr[tg] = float32((expFast(xt-lse) - 1) * k)
 	}
+}
+
+// IsCrossEntropy reports whether op is a CrossEntropy op or its gradient
+// (a graph pass that must leave the loss alone asks).
+func IsCrossEntropy(op G.Op) bool {
+	_, ok := op.(xentOp)
+	return ok
 }

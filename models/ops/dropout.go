@@ -1,22 +1,10 @@
-package models
+package ops
 
 // Dropout masks are made by a counter-based generator: every element's
 // random bits are a hash of (seed, step, layer, site, element index), so a
 // mask can be regenerated at any time without stored state (the
 // gradient-checkpointing lab recomputes a block's forward with the very
 // masks of the first pass). The hash is SplitMix64's finaliser.
-
-// Dropout sites, as in nanoGPT: after the embeddings (layer 0), on the
-// attention probabilities, after the attention projection and after the
-// MLP projection (one of each per layer). A Model's mask for (layer, site)
-// at step s is DropoutMask(mask, cfg.Dropout, seed, s, layer, site) over
-// the shape given beside each site, row-major.
-const (
-	SiteEmbed     = 0 // transformer.drop on wte+wpe (layer 0): (B*T, C)
-	SiteAttn      = 1 // attn_dropout on the softmax output: (B*H, T, T)
-	SiteAttnResid = 2 // resid_dropout after attn.c_proj: (B*T, C)
-	SiteMLP       = 3 // dropout after mlp.c_proj: (B*T, C)
-)
 
 // mix64 is SplitMix64's finaliser, a bijection of uint64 with full
 // avalanche.
@@ -41,8 +29,9 @@ func dropoutKey(seed, step int64, layer, site int) uint64 {
 
 // DropoutMask fills dst with an inverted-dropout mask for probability p:
 // each element is 0 with probability p and 1/(1-p) otherwise, decided by
-// the hash of (seed, step, layer, site, index). The same arguments always
-// give the same mask. p = 0 gives all ones.
+// the hash of (seed, step, layer, site, index). layer and site name the
+// mask's place in the model (the caller's numbering; site below 256). The
+// same arguments always give the same mask. p = 0 gives all ones.
 func DropoutMask(dst []float32, p float64, seed, step int64, layer, site int) {
 	keep := float32(1 / (1 - p))
 	// drop when the top 24 bits, as a fraction of 2^24, fall below p.

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 )
 
 // lnPasses are the three float32 LayerNorm passes: the vector kernels
-// (ops_layernorm32.go) and the scalar reference loops they replace.
+// (layernorm32.go) and the scalar reference loops they replace.
 func lnPasses(x, dy, w, b, out, dw []float32, acc []float64) []struct {
 	name      string
 	ref, fast func()

@@ -1,4 +1,4 @@
-package models
+package ops
 
 // Row reductions of the kernels, in float64 with four accumulators: four
 // independent chains of additions instead of one, in a fixed order (lane

@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -28,6 +28,10 @@ var (
 	_ arena.Kernel   = headsOp{}
 	_ arena.Kernel   = causalSoftmaxOp{}
 	_ arena.Kernel   = xentOp{}
+	_ arena.Kernel   = causalOp{}
+	_ arena.Kernel   = gemm16Op{}
+	_ arena.Kernel   = cachedAttnOp{}
+	_ arena.Kernel   = runningMeanOp{}
 	_ arena.InPlacer = addBiasOp{}
 	_ arena.InPlacer = lnOp{}
 	_ arena.InPlacer = lnGradXOp{}

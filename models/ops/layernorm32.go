@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"math"
@@ -7,7 +7,7 @@ import (
 )
 
 // The float32 LayerNorm kernels: the float64 reference loops of
-// ops_layernorm.go (lnForward, lnBackwardX, lnBackwardW) with each row's
+// layernorm.go (lnForward, lnBackwardX, lnBackwardW) with each row's
 // sums and elementwise passes in vec's vector loops. The statistics are
 // still accumulated in float64; only the order of the sums differs from
 // the reference.

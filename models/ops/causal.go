@@ -1,4 +1,4 @@
-package models
+package ops
 
 import (
 	"fmt"
@@ -221,4 +221,30 @@ func (op causalOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 		return nil, fmt.Errorf("%v is not differentiable", op)
 	}
 	return G.Nodes{d0, d1}, err
+}
+
+// FlopCounter is an op whose work is not one operation per output
+// element: Flops is its floating-point operations on inputs of the given
+// shapes. The causal products implement it.
+type FlopCounter interface {
+	Flops(in []tensor.Shape) float64
+}
+
+// Flops is 2·d per multiply-add over the blocks of causalRows rows on and
+// below the diagonal that the kernel computes: about half a full product.
+func (op causalOp) Flops(in []tensor.Shape) float64 {
+	N, T, d := in[1][0], in[1][1], in[1][2]
+	if op.kind == causalScores {
+		d = in[0][2]
+	}
+	work := 0.0
+	for r0 := 0; r0 < T; r0 += causalRows {
+		r1 := min(r0+causalRows, T)
+		if op.kind == causalApplyT {
+			work += float64((r1 - r0) * (T - r0))
+		} else {
+			work += float64((r1 - r0) * r1)
+		}
+	}
+	return 2 * float64(N) * work * float64(d)
 }

@@ -1,11 +1,12 @@
-package models
+package ops
 
 import (
 	"fmt"
-	"gptlab/internal/vec"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gptlab/internal/vec"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"

@@ -1,0 +1,53 @@
+package ops
+
+import (
+	"math"
+	"testing"
+)
+
+func TestDropoutMask(t *testing.T) {
+	const siteAttn, siteMLP = 1, 3 // two of models' sites
+	const n = 100000
+	a := make([]float32, n)
+	DropoutMask(a, 0.25, 1, 2, 3, siteMLP)
+	zeros := 0
+	for _, v := range a {
+		switch v {
+		case 0:
+			zeros++
+		case float32(1 / 0.75):
+		default:
+			t.Fatalf("mask value %v, want 0 or 1/(1-p)", v)
+		}
+	}
+	if f := float64(zeros) / n; math.Abs(f-0.25) > 0.01 {
+		t.Errorf("dropped fraction %v, want 0.25 ± 0.01", f)
+	}
+	for _, tc := range []struct {
+		name        string
+		seed, step  int64
+		layer, site int
+		wantSame    bool
+	}{
+		{"same counters", 1, 2, 3, siteMLP, true},
+		{"other seed", 2, 2, 3, siteMLP, false},
+		{"other step", 1, 3, 3, siteMLP, false},
+		{"other layer", 1, 2, 4, siteMLP, false},
+		{"other site", 1, 2, 3, siteAttn, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := make([]float32, n)
+			DropoutMask(b, 0.25, tc.seed, tc.step, tc.layer, tc.site)
+			if same := maxAbsDiff(a, b) == 0; same != tc.wantSame {
+				t.Errorf("mask equal to the reference mask: %v, want %v", same, tc.wantSame)
+			}
+		})
+	}
+	ones := make([]float32, 10)
+	DropoutMask(ones, 0, 1, 1, 1, 1)
+	for _, v := range ones {
+		if v != 1 {
+			t.Fatalf("p = 0 mask holds %v, want all ones", v)
+		}
+	}
+}
