@@ -104,7 +104,7 @@ func (d *Decoder) graph(T int) (*decodeGraph, error) {
 		return nil, err
 	}
 	g := G.NewGraph()
-	n := newNet(g, d.cfg, d.p, d.B, T, false, d.cache)
+	n := newBuilder(g, d.cfg, d.p, d.B, T, false, d.cache)
 	N := d.B * T
 	gr := &decodeGraph{idx: make([]int, N), pos: make([]int, N)}
 	x := n.embed(n.input("idx", gr.idx, N), n.input("pos", gr.pos, N)) // (B*T, C)

@@ -139,7 +139,7 @@ func (m *Model) LogitsNode() *G.Node { return m.logits }
 func (m *Model) build(o modelOptions) error {
 	sched := o.schedule
 	N := m.B * m.T
-	n := newNet(m.g, m.cfg, m.params, m.B, m.T, m.train, nil)
+	n := newBuilder(m.g, m.cfg, m.params, m.B, m.T, m.train, nil)
 	n.stat, n.statGuard = o.stat, o.statGuard
 	mp, err := newMixed(o.precision)
 	if err != nil {
@@ -199,7 +199,7 @@ func (m *Model) build(o modelOptions) error {
 
 // setGrads records each parameter's gradient nodes (and the parameter
 // nodes they differentiate).
-func (m *Model) setGrads(n *net, grads [][]*G.Node, counts []int) error {
+func (m *Model) setGrads(n *builder, grads [][]*G.Node, counts []int) error {
 	m.wrt, _ = n.paramNodes()
 	m.grads = make([]gradParts, len(counts))
 	m.joined = make([][]float32, len(counts))

@@ -11,7 +11,7 @@ import (
 	"gptlab/planner/arena"
 )
 
-// net builds the GPT's nodes into a graph, one method per layer as
+// builder builds the GPT's nodes into a graph, one method per layer as
 // nanoGPT's model.py reads. A graph holds B rows of T tokens: the query
 // length T. The keys are the same T tokens (training, evaluation, the
 // full-window sampler) unless a KV cache is given, in which case they are
@@ -22,7 +22,7 @@ import (
 //
 // The first error stops the building; later calls return nil, so the
 // model reads top to bottom without a check per line.
-type net struct {
+type builder struct {
 	g     *G.ExprGraph
 	cfg   Config
 	p     *Params
@@ -62,13 +62,13 @@ type maskInput struct {
 	layer, site int
 }
 
-func newNet(g *G.ExprGraph, cfg Config, p *Params, B, T int, train bool, kv *KVCache) *net {
-	return &net{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}}
+func newBuilder(g *G.ExprGraph, cfg Config, p *Params, B, T int, train bool, kv *KVCache) *builder {
+	return &builder{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}}
 }
 
 // do runs one graph-building call unless an earlier one failed; under a
 // 16-bit precision policy its output is stored in that format (store).
-func (n *net) do(f func() (*G.Node, error)) *G.Node {
+func (n *builder) do(f func() (*G.Node, error)) *G.Node {
 	if n.err != nil {
 		return nil
 	}
@@ -81,7 +81,7 @@ func (n *net) do(f func() (*G.Node, error)) *G.Node {
 }
 
 // input adds a node bound to data viewed as shape.
-func (n *net) input(name string, data any, shape ...int) *G.Node {
+func (n *builder) input(name string, data any, shape ...int) *G.Node {
 	t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
 	return G.NewTensor(n.g, t.Dtype(), len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(t))
 }
@@ -89,7 +89,7 @@ func (n *net) input(name string, data any, shape ...int) *G.Node {
 // param is the node of a parameter (its storage in the Params), made
 // once: the token embedding read by the embedding and the head is one
 // node, so its two gradients are summed by Backward.
-func (n *net) param(name string) *G.Node {
+func (n *builder) param(name string) *G.Node {
 	if x, ok := n.wrt[name]; ok {
 		return x[0]
 	}
@@ -100,7 +100,7 @@ func (n *net) param(name string) *G.Node {
 
 // paramRows is rows [lo, hi) of a parameter's first axis as a node of its
 // own (a view of the same memory): q, k and v of c_attn.
-func (n *net) paramRows(name, part string, lo, hi int) *G.Node {
+func (n *builder) paramRows(name, part string, lo, hi int) *G.Node {
 	shape := n.p.Shape(name)
 	row := 1
 	for _, d := range shape[1:] {
@@ -114,7 +114,7 @@ func (n *net) paramRows(name, part string, lo, hi int) *G.Node {
 
 // embed is the token and position embedding of idx and pos (B*T): the
 // residual stream x (B*T, C), with dropout.
-func (n *net) embed(idx, pos *G.Node) *G.Node {
+func (n *builder) embed(idx, pos *G.Node) *G.Node {
 	wte := n.param("transformer.wte.weight")
 	tok := n.do(func() (*G.Node, error) { return arena.Gather(wte, idx) })                              // (B*T, C)
 	ps := n.do(func() (*G.Node, error) { return arena.Gather(n.param("transformer.wpe.weight"), pos) }) // (B*T, C)
@@ -124,7 +124,7 @@ func (n *net) embed(idx, pos *G.Node) *G.Node {
 
 // linear is y = x Wᵀ + b with W [out, in] read in place (MatMul with
 // TransB): x (N, in) -> y (N, out).
-func (n *net) linear(x, w, b *G.Node) *G.Node {
+func (n *builder) linear(x, w, b *G.Node) *G.Node {
 	y := n.matmulW(x, w)                                              // (N, out)
 	return n.do(func() (*G.Node, error) { return ops.AddBias(y, b) }) // (N, out)
 }
@@ -134,14 +134,14 @@ func (n *net) linear(x, w, b *G.Node) *G.Node {
 func AddBias(x, b *G.Node) (*G.Node, error) { return ops.AddBias(x, b) }
 
 // layerNorm is LayerNorm with the parameters name.weight and name.bias.
-func (n *net) layerNorm(x *G.Node, name string) *G.Node {
+func (n *builder) layerNorm(x *G.Node, name string) *G.Node {
 	return n.do(func() (*G.Node, error) { return ops.LayerNorm(x, n.param(name+".weight"), n.param(name+".bias")) }) // (B*T, C)
 }
 
 // attention is causal multi-head self-attention of layer l on h (B*T, C):
 // q, k and v from the row blocks of c_attn [3C, C] = [Wq; Wk; Wv], each
 // split into heads, softmax(q·kᵀ/√hs)·v per head, heads merged, c_proj.
-func (n *net) attention(h *G.Node, l int) *G.Node {
+func (n *builder) attention(h *G.Node, l int) *G.Node {
 	B, T, C, H := n.B, n.T, n.cfg.Embd, n.cfg.Heads
 	pre := fmt.Sprintf("transformer.h.%d.attn.", l)
 	var qkv [3]*G.Node
@@ -167,7 +167,7 @@ func (n *net) attention(h *G.Node, l int) *G.Node {
 // attnScores fills in c from its q and k: scores = q·kᵀ, the causal
 // softmax of scores/√hs, dropout (with a new mask input unless c.mask is
 // set: a recomputation passes the first pass's mask).
-func (n *net) attnScores(c attnCore) attnCore {
+func (n *builder) attnScores(c attnCore) attnCore {
 	c.scores = n.do(func() (*G.Node, error) { return ops.CausalScores(c.q, c.k) })          // (B*H, T, T), zero above the diagonal
 	c.probs = n.do(func() (*G.Node, error) { return ops.CausalSoftmax(c.scores, c.scale) }) // (B*H, T, T)
 	c.dropped = c.probs
@@ -184,7 +184,7 @@ func (n *net) attnScores(c attnCore) attnCore {
 }
 
 // mlp is the 4x feed-forward of layer l: c_fc, exact GELU, c_proj.
-func (n *net) mlp(h *G.Node, l int) *G.Node {
+func (n *builder) mlp(h *G.Node, l int) *G.Node {
 	pre := fmt.Sprintf("transformer.h.%d.mlp.", l)
 	f := n.linear(h, n.param(pre+"c_fc.weight"), n.param(pre+"c_fc.bias"))    // (B*T, 4C)
 	f = n.do(func() (*G.Node, error) { return ops.GELU(f) })                  // (B*T, 4C)
@@ -193,30 +193,30 @@ func (n *net) mlp(h *G.Node, l int) *G.Node {
 }
 
 // attnHalf is the first half of block l: x + attention(ln_1(x)).
-func (n *net) attnHalf(x *G.Node, l int) *G.Node {
+func (n *builder) attnHalf(x *G.Node, l int) *G.Node {
 	h := n.layerNorm(x, fmt.Sprintf("transformer.h.%d.ln_1", l))                    // (B*T, C)
 	return n.do(func() (*G.Node, error) { return arena.Add(x, n.attention(h, l)) }) // (B*T, C)
 }
 
 // mlpHalf is the second half of block l: x + mlp(ln_2(x)).
-func (n *net) mlpHalf(x *G.Node, l int) *G.Node {
+func (n *builder) mlpHalf(x *G.Node, l int) *G.Node {
 	h := n.layerNorm(x, fmt.Sprintf("transformer.h.%d.ln_2", l))              // (B*T, C)
 	return n.do(func() (*G.Node, error) { return arena.Add(x, n.mlp(h, l)) }) // (B*T, C)
 }
 
 // block is transformer block l: both halves.
-func (n *net) block(x *G.Node, l int) *G.Node { return n.mlpHalf(n.attnHalf(x, l), l) }
+func (n *builder) block(x *G.Node, l int) *G.Node { return n.mlpHalf(n.attnHalf(x, l), l) }
 
 // head is the final LayerNorm and the language-model head, tied to the
 // token embedding: x (B*T, C) -> logits (B*T, V).
-func (n *net) head(x *G.Node) *G.Node {
+func (n *builder) head(x *G.Node) *G.Node {
 	x = n.layerNorm(x, "transformer.ln_f")
 	return n.store(n.matmulW(x, n.param("transformer.wte.weight"))) // (B*T, V)
 }
 
 // dropout multiplies x by a mask input for (layer, site) when training
 // with a positive dropout; otherwise it returns x itself (no node at all).
-func (n *net) dropout(x *G.Node, layer, site int) *G.Node {
+func (n *builder) dropout(x *G.Node, layer, site int) *G.Node {
 	if !n.train || n.cfg.Dropout == 0 || n.err != nil {
 		return x
 	}
@@ -232,7 +232,7 @@ func (n *net) dropout(x *G.Node, layer, site int) *G.Node {
 
 // paramNodes lists every parameter node in the order of Params.Names (the
 // three row blocks of c_attn in order), and the number of nodes of each.
-func (n *net) paramNodes() (G.Nodes, []int) {
+func (n *builder) paramNodes() (G.Nodes, []int) {
 	var all G.Nodes
 	counts := make([]int, len(n.p.Names()))
 	for i, name := range n.p.Names() {

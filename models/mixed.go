@@ -146,7 +146,7 @@ func GEMMPath(p precision.Policy) string {
 // 16-bit copy where x is produced, and the cast up that x's readers get
 // in its place. Without a 16-bit policy, and for the loss and views, it
 // is x.
-func (n *net) store(x *G.Node) *G.Node {
+func (n *builder) store(x *G.Node) *G.Node {
 	mp := n.mp
 	if mp == nil || mp.act == arena.F32 || n.err != nil || x == nil || x.Dtype() != tensor.Float32 {
 		return x
@@ -169,7 +169,7 @@ func (n *net) store(x *G.Node) *G.Node {
 // weight is the parameter node w as a matrix product reads it: under a
 // policy with 16-bit weights, the cast up of its 16-bit copy (made once
 // per graph); otherwise w.
-func (n *net) weight(w *G.Node) *G.Node {
+func (n *builder) weight(w *G.Node) *G.Node {
 	mp := n.mp
 	if mp == nil || mp.wt == arena.F32 || n.err != nil {
 		return w
@@ -201,7 +201,7 @@ func castPair(x *G.Node, to arena.Dtype) (low, up *G.Node, err error) {
 // internal/bf16gemm. The product is not stored: a linear layer is one op
 // (x·Wᵀ + b, as torch's addmm), whose output is rounded once, after the
 // bias.
-func (n *net) matmulW(x, w *G.Node) *G.Node {
+func (n *builder) matmulW(x, w *G.Node) *G.Node {
 	w = n.weight(w)
 	if n.err != nil {
 		return nil

@@ -201,7 +201,7 @@ type passRec struct {
 }
 
 // segment adds one forward of seg on input in.
-func (n *net) segment(seg Segment, in, idx, pos, tgt *G.Node) segCopy {
+func (n *builder) segment(seg Segment, in, idx, pos, tgt *G.Node) segCopy {
 	c := segCopy{in: in}
 	first := len(n.cores)
 	switch seg.Kind {
@@ -255,7 +255,7 @@ func segParams(p *Params, seg Segment) []string {
 // parameter's gradient nodes (in Params order; c_attn's three row blocks
 // each). Each backward differentiates the latest forward of its segment
 // with respect to that forward's input and the segment's parameters.
-func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, logits *G.Node, grads [][]*G.Node, err error) {
+func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, logits *G.Node, grads [][]*G.Node, err error) {
 	if err := s.Validate(n.cfg); err != nil {
 		return nil, nil, nil, err
 	}
@@ -362,7 +362,7 @@ func (n *net) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, log
 // recomputeCores is the read of a selective backward: the probabilities
 // and dropout output of each core are recomputed from views of its q and
 // k (and the same mask) the first time the backward reads them.
-func (n *net) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) func(*G.Node) (*G.Node, error) {
+func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) func(*G.Node) (*G.Node, error) {
 	again := map[*G.Node]*attnCore{}
 	return func(v *G.Node) (*G.Node, error) {
 		for i := range cores {

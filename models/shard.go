@@ -103,14 +103,14 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 	}
 	if s.LN1, err = newShardPart(cfg, B, T, o, map[string][]float32{
 		"ln.weight": slices.Clone(p.Slice(pre + "ln_1.weight")), "ln.bias": slices.Clone(p.Slice(pre + "ln_1.bias")),
-	}, func(n *net, x *G.Node, w func(string, ...int) *G.Node) *G.Node {
+	}, func(n *builder, x *G.Node, w func(string, ...int) *G.Node) *G.Node {
 		return n.do(func() (*G.Node, error) { return ops.LayerNorm(x, w("ln.weight", C), w("ln.bias", C)) }) // (B*T, C)
 	}); err != nil {
 		return nil, err
 	}
 	if s.LN2, err = newShardPart(cfg, B, T, o, map[string][]float32{
 		"ln.weight": slices.Clone(p.Slice(pre + "ln_2.weight")), "ln.bias": slices.Clone(p.Slice(pre + "ln_2.bias")),
-	}, func(n *net, x *G.Node, w func(string, ...int) *G.Node) *G.Node {
+	}, func(n *builder, x *G.Node, w func(string, ...int) *G.Node) *G.Node {
 		return n.do(func() (*G.Node, error) { return ops.LayerNorm(x, w("ln.weight", C), w("ln.bias", C)) }) // (B*T, C)
 	}); err != nil {
 		return nil, err
@@ -120,7 +120,7 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 		attn[part+".weight"] = rows(pre+"attn.c_attn.weight", i*C+h0, i*C+h1)
 		attn[part+".bias"] = rows(pre+"attn.c_attn.bias", i*C+h0, i*C+h1)
 	}
-	if s.Attn, err = newShardPart(cfg, B, T, o, attn, func(n *net, h *G.Node, w func(string, ...int) *G.Node) *G.Node {
+	if s.Attn, err = newShardPart(cfg, B, T, o, attn, func(n *builder, h *G.Node, w func(string, ...int) *G.Node) *G.Node {
 		var qkv [3]*G.Node
 		for i, part := range []string{"q", "k", "v"} {
 			x := n.linear(h, w(part+".weight", Cs, C), w(part+".bias", Cs))               // (B*T, C/P)
@@ -136,7 +136,7 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 	if s.MLP, err = newShardPart(cfg, B, T, o, map[string][]float32{
 		"fc.weight": rows(pre+"mlp.c_fc.weight", u0, u1), "fc.bias": rows(pre+"mlp.c_fc.bias", u0, u1),
 		"proj.weight": cols(pre+"mlp.c_proj.weight", u0, u1),
-	}, func(n *net, h *G.Node, w func(string, ...int) *G.Node) *G.Node {
+	}, func(n *builder, h *G.Node, w func(string, ...int) *G.Node) *G.Node {
 		f := n.linear(h, w("fc.weight", Us, C), w("fc.bias", Us))                                             // (B*T, 4C/P)
 		f = n.do(func() (*G.Node, error) { return ops.GELU(f) })                                              // (B*T, 4C/P)
 		return n.do(func() (*G.Node, error) { return arena.MatMul(f, w("proj.weight", C, Us), false, true) }) // (B*T, C) partial
@@ -148,7 +148,7 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 
 // newShardPart compiles one piece: build makes its forward on input x
 // (B*T, C), reading its parameters through w(name, shape...).
-func newShardPart(cfg Config, B, T int, o modelOptions, data map[string][]float32, build func(n *net, x *G.Node, w func(string, ...int) *G.Node) *G.Node) (*ShardPart, error) {
+func newShardPart(cfg Config, B, T int, o modelOptions, data map[string][]float32, build func(n *builder, x *G.Node, w func(string, ...int) *G.Node) *G.Node) (*ShardPart, error) {
 	sp := &ShardPart{data: data}
 	for name := range data {
 		sp.names = append(sp.names, name)
@@ -156,7 +156,7 @@ func newShardPart(cfg Config, B, T int, o modelOptions, data map[string][]float3
 	slices.Sort(sp.names)
 	mk := func(train bool) (*partProgram, error) {
 		g := G.NewGraph()
-		n := newNet(g, cfg, nil, B, T, false, nil)
+		n := newBuilder(g, cfg, nil, B, T, false, nil)
 		N, C := B*T, cfg.Embd
 		pp := &partProgram{in: make([]float32, N*C), grads: map[string]*G.Node{}}
 		x := n.input("x", pp.in, N, C)

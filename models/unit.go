@@ -114,7 +114,7 @@ func NewUnit(cfg Config, p *Params, seg Segment, B, T int, opts ...ModelOption) 
 // the forward and its backward from dy.
 func (u *Unit) build(train bool, o modelOptions) (*unitGraph, error) {
 	g := G.NewGraph()
-	n := newNet(g, u.cfg, u.params, u.B, u.T, true, nil) // a training segment: dropout in both programs
+	n := newBuilder(g, u.cfg, u.params, u.B, u.T, true, nil) // a training segment: dropout in both programs
 	N, C := u.B*u.T, u.cfg.Embd
 	gr := &unitGraph{}
 	var x *G.Node
