@@ -85,6 +85,11 @@ func wrap(s string, width int) []string {
 	return out
 }
 
+// Wrap breaks s into lines of at most width columns at spaces, breaking
+// a word only when it is longer than a line: the one word-wrap of gptlab,
+// for reports and help alike.
+func Wrap(s string, width int) []string { return wrap(s, width) }
+
 // cut splits s after the most runes that fit in width columns (at least one).
 func cut(s string, width int) (string, string) {
 	w := 0

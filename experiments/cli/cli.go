@@ -69,13 +69,27 @@ func noArgs(name string, args []string) error {
 	return nil
 }
 
+// labLine is a lab's one line as gptlab list shows it.
+func labLine(l *lab.Lab) string {
+	if !l.Built {
+		return l.Short + " (not built yet)"
+	}
+	return l.Short
+}
+
+// labsTable is the README's table of the labs, in markdown.
+func labsTable(ls []*lab.Lab) string {
+	var b strings.Builder
+	b.WriteString("| lab | what it does |\n|---|---|\n")
+	for _, l := range ls {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", l.Name, labLine(l))
+	}
+	return b.String()
+}
+
 func list(w io.Writer) error {
 	for _, l := range Labs() {
-		short := l.Short
-		if !l.Built {
-			short += " (not built yet)"
-		}
-		for i, line := range wrapWords(short, reports.Width-17) {
+		for i, line := range reports.Wrap(labLine(l), reports.Width-17) {
 			name := ""
 			if i == 0 {
 				name = l.Name

@@ -132,7 +132,7 @@ func runGate(ctx context.Context, quick bool, opt lab.Options, done func(*report
 		}
 	}
 	if len(notBuilt) > 0 {
-		gate.Note("Not built yet (each comes with its own issue): %s.", strings.Join(notBuilt, ", "))
+		gate.Note("Not built yet: %s.", strings.Join(notBuilt, ", "))
 	}
 	return gate, nil
 }

@@ -41,7 +41,7 @@ func writeUsageLine(w io.Writer, c *Command, indent string) {
 		return
 	}
 	writeUsage(w, indent, line)
-	for _, l := range wrapWords(c.Short, reports.Width-len(indent)-8) {
+	for _, l := range reports.Wrap(c.Short, reports.Width-len(indent)-8) {
 		fmt.Fprintf(w, "%s        %s\n", indent, l)
 	}
 }
@@ -88,7 +88,7 @@ func topUsage() string {
 	}
 	b.WriteString("\n\n")
 	for _, p := range []string{exitStatusHelp, "gptlab help LAB shows a lab's settings; gptlab help COMMAND a command's usage and flags; gptlab list names the labs."} {
-		for _, l := range wrapWords(p, reports.Width) {
+		for _, l := range reports.Wrap(p, reports.Width) {
 			b.WriteString(l + "\n")
 		}
 	}
@@ -99,20 +99,6 @@ const exitStatusHelp = "exit status: 0 every check held; 1 a check in the report
 	"with one line naming the flag, key, file or value at fault; 3 an internal error (GPTLAB_TRACE=1 prints its stack); " +
 	"130 interrupted by Ctrl-C or SIGTERM, saying what was saved."
 
-// wrapWords wraps text at spaces to lines of at most width characters.
-func wrapWords(s string, width int) []string {
-	var out []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		if line != "" && len([]rune(line))+1+len([]rune(w)) > width {
-			out = append(out, line)
-			line = w
-			continue
-		}
-		line = strings.TrimSpace(line + " " + w)
-	}
-	return append(out, line)
-}
 
 // writeHelp is `gptlab help WORDS...`: a command's help, a lab's settings,
 // or both when a lab and a command share the name (gpt).
@@ -178,7 +164,7 @@ func writeParagraphs(w io.Writer, text string) {
 			fmt.Fprintln(w)
 		}
 		first = false
-		for _, l := range wrapWords(strings.ToUpper(p[:1])+p[1:], reports.Width) {
+		for _, l := range reports.Wrap(strings.ToUpper(p[:1])+p[1:], reports.Width) {
 			fmt.Fprintln(w, l)
 		}
 	}
@@ -209,7 +195,7 @@ func writeFlags(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "\nflags:")
 	col := min(width, 24) + 4
 	for _, e := range entries {
-		lines := wrapWords(e.help, reports.Width-col)
+		lines := reports.Wrap(e.help, reports.Width-col)
 		first := fmt.Sprintf("  %-*s", col-2, e.head)
 		if len([]rune(e.head)) > col-3 {
 			fmt.Fprintf(w, "  %s\n", e.head)
@@ -227,7 +213,7 @@ func writeFlags(w io.Writer, fs *flag.FlagSet) {
 func writeLabHelp(w io.Writer, l *lab.Lab) error {
 	fmt.Fprintf(w, "%s: %s\n", l.Name, l.Short)
 	if !l.Built {
-		fmt.Fprintln(w, "not built yet (it comes with its own issue)")
+		fmt.Fprintln(w, "not built yet")
 		return nil
 	}
 	quick, err := l.Config(true, nil)

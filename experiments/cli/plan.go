@@ -96,7 +96,7 @@ func planCommand(fs *flag.FlagSet) Runner {
 		fmt.Fprintf(stdout, "file:        %s (%d buffers)\n", file, len(p.Buffers))
 		fmt.Fprintf(stdout, "planner:     %s\n", res.name)
 		if len(res.tried) > 0 {
-			for i, l := range wrapWords(strings.Join(res.tried, "; "), reports.Width-13) {
+			for i, l := range reports.Wrap(strings.Join(res.tried, "; "), reports.Width-13) {
 				head := "tried:       "
 				if i > 0 {
 					head = strings.Repeat(" ", 13)

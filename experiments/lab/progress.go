@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // ProgressBar shows training progress on the log writer. On a terminal it
@@ -24,14 +26,10 @@ func NewProgressBar(w io.Writer, total int) *ProgressBar {
 	return &ProgressBar{w: w, tty: isTerminal(w), total: total}
 }
 
-// isTerminal reports whether w is a character device (a terminal).
+// isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // Step records a finished training step.
