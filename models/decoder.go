@@ -49,9 +49,6 @@ func NewDecoder(p *Params, B int, opts ...ModelOption) (*Decoder, error) {
 	return &Decoder{cfg: cfg, p: p, B: B, cache: cache, opts: opts, graphs: map[int]*decodeGraph{}}, nil
 }
 
-// Cache is the decoder's KV cache.
-func (d *Decoder) Cache() *KVCache { return d.cache }
-
 // Len is the number of tokens the cache holds for every sequence.
 func (d *Decoder) Len() int { return d.cache.Len(0) }
 

@@ -144,7 +144,7 @@ func (u *Unit) build(train bool, o modelOptions) (*unitGraph, error) {
 	}
 	gr.masks = n.masks
 	retain := G.Nodes{gr.out}
-	if gr.logits != nil {
+	if gr.logits != nil { // the head's logits stay live to the end of the program
 		retain = append(retain, gr.logits)
 	}
 	if train {
@@ -258,15 +258,6 @@ func (u *Unit) Backward(x, dy []float32) ([]float32, error) {
 		return nil, nil
 	}
 	return f32Of(u.train.exec.value(u.train.dx)), nil
-}
-
-// Logits are the head's (B*T, V) logits of the last Forward (nil for the
-// other segments).
-func (u *Unit) Logits() []float32 {
-	if u.fwd.logits == nil {
-		return nil
-	}
-	return f32Of(u.fwd.exec.value(u.fwd.logits))
 }
 
 // Params names the parameters the segment reads, in Params order.

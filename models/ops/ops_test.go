@@ -341,9 +341,3 @@ func TestFastKernelsMatchReference(t *testing.T) {
 		}
 	}
 }
-
-// ulp32 is the spacing of float32 values at v.
-func ulp32(v float64) float64 {
-	f := float32(math.Abs(v))
-	return float64(math.Nextafter32(f, float32(math.Inf(1))) - f)
-}
