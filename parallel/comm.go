@@ -319,7 +319,12 @@ func (c *Comm) Close() error {
 	c.issueMu.Unlock()
 	c.streamWG.Wait()
 	if c.ctl != nil {
-		c.verdictMu.Lock() // a verdict being told is told before the links close
+		// Wait for a verdict being told (setVerdict holds verdictMu while it
+		// tells the others) before the links close. The lock cannot be held
+		// across ctl.close: close waits for the heartbeat and the readers,
+		// and they may call setVerdict.
+		c.verdictMu.Lock()
+		//lint:ignore SA2001 the empty critical section is a barrier: it waits for a setVerdict in progress
 		c.verdictMu.Unlock()
 		c.ctl.close(c.verdict.Load() == nil)
 	}

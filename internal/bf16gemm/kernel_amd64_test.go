@@ -7,9 +7,6 @@ import (
 	"testing"
 )
 
-// amd64Asm reports whether this build has the assembly kernels.
-const amd64Asm = true
-
 // TestBF16Off checks that GPTLAB_BF16=off turns the bf16 hardware paths
 // off and says so.
 func TestBF16Off(t *testing.T) {

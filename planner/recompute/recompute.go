@@ -429,21 +429,6 @@ func (s *searcher) checkpoint(lo, hi int, m, dyIn int64, consider func(float64, 
 	}
 }
 
-// allKept reports whether a schedule has no recomputation: each link's
-// forward runs once.
-func allKept(ms Moves) bool {
-	seen := map[int]bool{}
-	for _, m := range ms {
-		if !m.Backward {
-			if seen[m.Link] {
-				return false
-			}
-			seen[m.Link] = true
-		}
-	}
-	return true
-}
-
 // Chen is the single-level schedule of the checkpoints in keep (links
 // whose input the first forward keeps; link 0's input, the chain's, is
 // always there): the first forward keeps everything of the last stretch,
