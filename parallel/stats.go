@@ -18,9 +18,6 @@ const (
 	numKinds
 )
 
-// Kinds lists every collective.
-var Kinds = []Kind{AllReduce, ReduceScatter, AllGather, Broadcast, Barrier}
-
 var kindNames = [...]string{"all-reduce", "reduce-scatter", "all-gather", "broadcast", "barrier"}
 
 func (k Kind) String() string {

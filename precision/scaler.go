@@ -171,17 +171,6 @@ func (s *Scaler) Steps() int { return s.steps }
 // Skipped returns how many steps had a non-finite gradient.
 func (s *Scaler) Skipped() int { return s.skipped }
 
-// AllFinite reports whether every value of every slice is finite (no Inf,
-// no NaN), with the vector check where the CPU has it.
-func AllFinite(xs ...[]float32) bool {
-	for _, x := range xs {
-		if maxAbsBits(x, 1, false) >= 0x7F800000 {
-			return false
-		}
-	}
-	return true
-}
-
 // maxAbsBits returns the largest x[i]&0x7FFFFFFF (a value is finite iff
 // its bits are below 0x7F800000's), first multiplying every value by inv
 // in place if scale is set. The kernel takes the whole groups.

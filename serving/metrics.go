@@ -214,18 +214,6 @@ func (r *Recorder) itlRuns() []weighted {
 	return out
 }
 
-// ITL returns every pooled inter-token gap (seconds), expanded: for tests
-// and small runs.
-func (r *Recorder) ITL() []float64 {
-	var out []float64
-	for _, w := range r.itlRuns() {
-		for range w.Count {
-			out = append(out, w.V)
-		}
-	}
-	return out
-}
-
 func distOf(x []float64) Dist {
 	w := make([]weighted, len(x))
 	for i, v := range x {
@@ -276,19 +264,6 @@ func rank(w []weighted, i int64) float64 {
 		i -= x.Count
 	}
 	return w[len(w)-1].V
-}
-
-// Percentile is numpy's linear percentile (p in [0, 100]) of x.
-func Percentile(x []float64, p float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	w := make([]weighted, len(x))
-	for i, v := range x {
-		w[i] = weighted{v, 1}
-	}
-	sortWeighted(w)
-	return percentile(w, int64(len(x)), p)
 }
 
 func sortWeighted(w []weighted) {

@@ -101,9 +101,6 @@ func Update(crc uint32, p []byte) uint32 {
 	return crc32.Update(finish(lo, hi), table, p[n:])
 }
 
-// Checksum is the CRC-32C of p.
-func Checksum(p []byte) uint32 { return Update(0, p) }
-
 // finish turns the folded 128-bit remainder into a checksum to continue
 // from: the remainder is congruent to the folded data modulo P, aligned
 // at its end, so the CRC register of the data is that of these 16 bytes
