@@ -1,7 +1,6 @@
 package models
 
 import (
-	"fmt"
 	"testing"
 )
 
@@ -87,7 +86,7 @@ func TestStepScheduleRejects(t *testing.T) {
 		}
 	}
 	if _, err := CheckpointStepSchedule(cfg, []int{5}); err == nil {
-		t.Error(fmt.Sprint("keep layer 5 of 2: no error"))
+		t.Error("keep layer 5 of 2: no error")
 	}
 }
 

@@ -1,7 +1,6 @@
 package models
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -117,6 +116,6 @@ func TestUnitSeesTheUpstreamGradient(t *testing.T) {
 		t.Error("doubling dy left dx unchanged")
 	}
 	if _, err := NewUnit(cfg, p, Segment{Kind: SegAttn, Layer: cfg.Layers}, 1, 4); err == nil {
-		t.Error(fmt.Sprintf("NewUnit of layer %d of %d: no error", cfg.Layers, cfg.Layers))
+		t.Errorf("NewUnit of layer %d of %d: no error", cfg.Layers, cfg.Layers)
 	}
 }
