@@ -24,8 +24,14 @@ func TestLaunchStatus(t *testing.T) {
 	}
 }
 
-// An interrupt stops every worker and says so.
+// An interrupt stops every worker and says so. The workers sleep a
+// minute; the launcher should stop them within its grace (half a second
+// after the cancel). The limit below is only there to catch a launcher
+// that does not stop them at all: it waits for the sleeps to end (a
+// minute) or hangs. It is not a speed check, so it is generous enough for
+// a loaded machine.
 func TestLaunchInterrupt(t *testing.T) {
+	const hang = 30 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	t0 := time.Now()
@@ -34,9 +40,11 @@ func TestLaunchInterrupt(t *testing.T) {
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("Launch after cancel = %v, want ErrInterrupted", err)
 	}
-	if took := time.Since(t0); took > 5*time.Second {
-		t.Fatalf("interrupted job took %v to stop", took)
+	took := time.Since(t0)
+	if took > hang {
+		t.Fatalf("interrupted job took %v to stop: the launcher did not stop its workers", took)
 	}
+	t.Logf("interrupted job stopped after %v", took.Round(time.Millisecond))
 }
 
 // A worker started by hand with torchrun's variables joins a launched
