@@ -145,9 +145,6 @@ func (m *Model) build(o modelOptions) error {
 	if err != nil {
 		return err
 	}
-	if mp != nil && sched != nil {
-		return fmt.Errorf("%w: precision %s with a step schedule: not supported", ErrConfig, o.precision.Name)
-	}
 	n.mp, m.mp = mp, mp
 	m.idx, m.pos, m.tgt = make([]int, N), make([]int, N), make([]int, N)
 	for i := range m.pos {

@@ -62,8 +62,11 @@ import (
 // no cast at all, so its step is bitwise the plain model's. A policy must
 // keep its gradients in its activations' format (the casts carry both),
 // read its weights in that format or in float32, and accumulate and keep
-// its master weights in float32. It cannot be combined with a step
-// schedule (WithStepSchedule).
+// its master weights in float32. It composes with a step schedule
+// (WithStepSchedule), as torch.utils.checkpoint does under autocast: a
+// recomputation reads the cast up of its input's 16-bit copy and stores
+// what it computes as the first forward did, so every schedule gives the
+// policy's loss and gradients bitwise (recompute_test.go).
 func WithPrecision(p precision.Policy) ModelOption {
 	return func(o *modelOptions) { o.precision = p }
 }

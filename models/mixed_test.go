@@ -333,7 +333,6 @@ func TestPrecisionRefused(t *testing.T) {
 	}{
 		{"gradients apart", []ModelOption{WithPrecision(odd)}},
 		{"bf16 accumulation", []ModelOption{WithPrecision(half)}},
-		{"with a schedule", []ModelOption{WithPrecision(bf), WithStepSchedule(PlainStepSchedule(cfg))}},
 	} {
 		if _, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, tc.opts...); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: NewModel error %v, want ErrConfig", tc.name, err)
@@ -343,11 +342,6 @@ func TestPrecisionRefused(t *testing.T) {
 	tc.Precision = "fp8"
 	if err := tc.Validate(); !errors.Is(err, ErrConfig) || !errors.Is(err, precision.ErrUnknownPolicy) {
 		t.Errorf("Validate(precision fp8) = %v, want ErrConfig and ErrUnknownPolicy", err)
-	}
-	sched := PlainStepSchedule(cfg)
-	tc.Precision, tc.Steps = "bf16", &sched
-	if err := tc.Validate(); !errors.Is(err, ErrConfig) {
-		t.Errorf("Validate(bf16 with a step schedule) = %v, want ErrConfig", err)
 	}
 }
 

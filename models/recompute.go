@@ -286,7 +286,7 @@ func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss,
 			if pass.Seg > 0 {
 				in = latest[pass.Seg-1].out
 				if latest[pass.Seg] != nil { // a recomputation: its own view, or gorgonia merges it with the first pass
-					in = n.do(func() (*G.Node, error) { return arena.Alias(in, i+1) })
+					in = n.do(func() (*G.Node, error) { return n.view(in, i+1) })
 				}
 			}
 			n.recomputing = latest[pass.Seg] != nil
@@ -315,11 +315,11 @@ func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss,
 		if c.in != nil {
 			wrt = append(wrt, c.in)
 		}
-		var read func(*G.Node) (*G.Node, error)
+		var again func(*G.Node) (*G.Node, error)
 		if c.selective && len(c.cores) > 0 {
-			read = n.recomputeCores(c.cores, i+1, &rec.again)
+			again = n.recomputeCores(c.cores, i+1, &rec.again)
 		}
-		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, read)
+		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, readThrough(again, n.mp.reader()))
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%v: %w", pass, err)
 		}
@@ -367,16 +367,17 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 	return func(v *G.Node) (*G.Node, error) {
 		for i := range cores {
 			c := &cores[i]
-			if v != c.probs && v != c.dropped {
+			isProbs, isDropped := n.same(v, c.probs), n.same(v, c.dropped)
+			if !isProbs && !isDropped {
 				continue
 			}
 			r, ok := again[c.probs]
 			if !ok {
-				q, err := arena.Alias(c.q, tag)
+				q, err := n.view(c.q, tag)
 				if err != nil {
 					return nil, err
 				}
-				k, err := arena.Alias(c.k, tag)
+				k, err := n.view(c.k, tag)
 				if err != nil {
 					return nil, err
 				}
@@ -391,11 +392,66 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 					*made = append(*made, rc.dropped)
 				}
 			}
-			if v == c.probs {
+			if isProbs {
 				return r.probs, nil
 			}
 			return r.dropped, nil
 		}
 		return v, nil
+	}
+}
+
+// view is a recomputation's input x, read again after the forward that
+// made it: an alias of x tagged with the pass, or under a 16-bit policy
+// the cast up of x's 16-bit copy, so the forward's float32 copy of x
+// still dies in the forward and what the recomputation keeps waiting is
+// 16-bit.
+func (n *builder) view(x *G.Node, tag int) (*G.Node, error) {
+	if n.mp != nil {
+		if up, err := n.mp.read(x); err != nil || up != nil {
+			return up, err
+		}
+	}
+	return arena.Alias(x, tag)
+}
+
+// same reports whether v is the forward value x: x itself or, under a
+// 16-bit policy, another face of x's 16-bit copy (the op's own output
+// beside the cast up its readers read).
+func (n *builder) same(v, x *G.Node) bool {
+	if v == x {
+		return true
+	}
+	if n.mp == nil {
+		return false
+	}
+	x16, ok := n.mp.stored[x]
+	return ok && n.mp.stored[v] == x16
+}
+
+// readThrough is the backward's read under both passes: a core the
+// selective pass recomputes is read as its recomputation, and a value
+// the precision pass stores in 16 bits (the recomputation's too) as the
+// cast up of its 16-bit copy. Either may be nil.
+func readThrough(again, stored func(*G.Node) (*G.Node, error)) func(*G.Node) (*G.Node, error) {
+	if again == nil {
+		return stored
+	}
+	if stored == nil {
+		return again
+	}
+	return func(v *G.Node) (*G.Node, error) {
+		r, err := again(v)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			r = v
+		}
+		up, err := stored(r)
+		if err != nil || up != nil {
+			return up, err
+		}
+		return r, nil
 	}
 }

@@ -2,6 +2,8 @@ package models
 
 import (
 	"testing"
+
+	"gptlab/precision"
 )
 
 // TestSchedulesGiveTheSameStep: every schedule of passes (plain, boundary
@@ -9,11 +11,17 @@ import (
 // plain model's loss and gradients bitwise, with dropout on; the
 // recomputing ones plan a smaller arena.
 func TestSchedulesGiveTheSameStep(t *testing.T) {
+	for _, pol := range []string{"f32", "bf16", "fp16"} {
+		t.Run(pol, func(t *testing.T) { schedulesGiveTheSameStep(t, policy(t, pol)) })
+	}
+}
+
+func schedulesGiveTheSameStep(t *testing.T, pol precision.Policy) {
 	cfg, _ := Preset("small")
 	cfg.Layers, cfg.Dropout = 4, 0.1
 	p := NewParams(cfg, 3)
 	idx, tgt := randomBatch(cfg, cfg.Batch, cfg.Block, 9)
-	ref, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true)
+	ref, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithPrecision(pol))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +47,7 @@ func TestSchedulesGiveTheSameStep(t *testing.T) {
 		name string
 		s    StepSchedule
 	}{{"plain", plain}, {"every 2", every2}, {"every layer", everyLayer}, {"selective", selective}, {"every 2 + selective", both}} {
-		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithStepSchedule(tc.s))
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithPrecision(pol), WithStepSchedule(tc.s))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -83,10 +83,7 @@ func (c TrainConfig) Validate() error {
 	case !(c.GradClip >= 0) || math.IsInf(c.GradClip, 0):
 		return fmt.Errorf("%w: grad-clip = %v, want >= 0 (0: no clipping)", ErrConfig, c.GradClip)
 	}
-	p, err := c.Policy()
-	if err == nil && p.Mixed() && c.Steps != nil {
-		err = fmt.Errorf("%w: precision %s with a step schedule: not supported", ErrConfig, p.Name)
-	}
+	_, err := c.Policy()
 	return err
 }
 

@@ -40,7 +40,6 @@ func TestBadInputs(t *testing.T) {
 		{"lr NaN", []string{"run", "gpt", "--set", "lr=NaN"}, "lr=NaN"},
 		{"huge batch", []string{"run", "gpt", "--set", "batch=100000"}, "batch=100000"},
 		{"unknown precision", []string{"gpt", "train", "--set", "precision=fp8"}, "precision=fp8: want one of f32, bf16"},
-		{"precision with checkpointing", []string{"gpt", "train", "--set", "precision=bf16", "--set", "checkpoint=sqrt"}, "do not combine"},
 		{"empty configs", []string{"run", "arena", "--set", "configs="}, "configs="},
 		{"unknown preset in a list", []string{"run", "arena", "--set", "configs=tiny,huge"}, `"huge"`},
 		// --out checked before running

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"gptlab/experiments/gpt"
 	"gptlab/experiments/lab"
 	"gptlab/models"
 )
@@ -97,33 +95,5 @@ func TestGPTGradsEveryPolicy(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("budget:1KiB wrote its output")
-	}
-}
-
-// TestTrainCheckpointedSameLosses: gpt train's checkpoint setting gives
-// the same losses to the bit.
-func TestTrainCheckpointedSameLosses(t *testing.T) {
-	run := func(policy string) []float32 {
-		c := gpt.Defaults
-		c.Config, c.Iters, c.Warmup, c.Dropout, c.Checkpoint, c.EvalEvery, c.EvalBatches = "tiny", 6, 2, 0.1, policy, 3, 2
-		tc, data, err := c.Setup(2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := models.NewTrainer(tc, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		if err := tr.Run(context.Background(), tc.Iters, nil); err != nil {
-			t.Fatal(err)
-		}
-		return tr.Losses
-	}
-	want := run("none")
-	for _, pol := range []string{"every:1", "selective"} {
-		if got := run(pol); !slices.Equal(got, want) {
-			t.Errorf("checkpoint=%s: losses %v, none's %v", pol, got, want)
-		}
 	}
 }

@@ -72,9 +72,6 @@ func (c *Train) Setup(seed int64) (models.TrainConfig, *models.Dataset, error) {
 	if tc.Steps, err = c.schedule(mc, seed); err != nil {
 		return models.TrainConfig{}, nil, err
 	}
-	if tc.Steps != nil && c.Precision != "f32" {
-		return models.TrainConfig{}, nil, Usagef("--set precision=%s with --set checkpoint=%s: mixed precision and gradient checkpointing do not combine yet; drop one", c.Precision, c.Checkpoint)
-	}
 	return tc, data, nil
 }
 
