@@ -103,7 +103,7 @@ func (t *Trainer) Save(path string) error {
 		"vocab":        t.Data.Tok.Chars(),
 		"data":         t.Data.Name,
 		"data_hash":    DataHash(t.Data),
-		"precision":    c.Precision,
+		"precision":    c.Precision.Name,
 	} {
 		meta[k] = v
 	}
@@ -159,7 +159,11 @@ func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 		Beta2:       mr.float("beta2"),
 		GradClip:    mr.float("grad_clip"),
 		Seed:        mr.int64("seed"),
-		Precision:   meta["precision"], // absent before mixed precision: f32
+	}
+	if name := meta["precision"]; name != "" { // absent before mixed precision: f32
+		if err := ck.Cfg.Precision.UnmarshalText([]byte(name)); err != nil {
+			return nil, fmt.Errorf("%w: precision %q: %w", ErrCheckpoint, name, err)
+		}
 	}
 	ck.Cfg = ck.Cfg.withDefaults() // older checkpoints: beta2 "0" meant DefaultBeta2
 	ck.Step = mr.int("step")
@@ -312,7 +316,7 @@ func (ck *Checkpoint) Resume(data *Dataset) (*Trainer, error) {
 	}
 	switch {
 	case t.scaler != nil && ck.scaler == nil:
-		return nil, fmt.Errorf("%w: precision %s scales the loss, but the checkpoint has no loss scale", ErrCheckpoint, ck.Cfg.Precision)
+		return nil, fmt.Errorf("%w: precision %s scales the loss, but the checkpoint has no loss scale", ErrCheckpoint, ck.Cfg.Precision.Name)
 	case t.scaler != nil:
 		if err := t.scaler.SetState(*ck.scaler); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)

@@ -67,6 +67,7 @@ func TestDecodeCheckpointErrors(t *testing.T) {
 		{"bad step", edit(`"step":"1"`, `"step":"9"`), "step 9"},
 		{"bad lr", edit(`"lr":"0.001"`, `"lr":"fast!"`), "lr"},
 		{"bad batcher", overwrite(`"batcher":"`, "zz"), "batcher"},
+		{"unknown precision", edit(`"precision":"f32"`, `"precision":"fp8"`), "fp8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := DecodeCheckpoint(tc.b)

@@ -338,11 +338,6 @@ func TestPrecisionRefused(t *testing.T) {
 			t.Errorf("%s: NewModel error %v, want ErrConfig", tc.name, err)
 		}
 	}
-	tc := tinyTrainConfig(t, 2)
-	tc.Precision = "fp8"
-	if err := tc.Validate(); !errors.Is(err, ErrConfig) || !errors.Is(err, precision.ErrUnknownPolicy) {
-		t.Errorf("Validate(precision fp8) = %v, want ErrConfig and ErrUnknownPolicy", err)
-	}
 }
 
 // TestMixedStepAllocatesNothing: the casts run as kernels bound to the

@@ -16,7 +16,7 @@ import (
 func TestTrainerF32IsThePlainLoop(t *testing.T) {
 	data := tinyCorpus(t)
 	cfg := tinyTrainConfig(t, 3)
-	cfg.Precision = "f32"
+	cfg.Precision = policy(t, "f32")
 	tr, err := NewTrainer(cfg, data)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestTrainerF32IsThePlainLoop(t *testing.T) {
 // finite and updates.
 func TestTrainerSkipsNonFiniteSteps(t *testing.T) {
 	cfg := tinyTrainConfig(t, 4)
-	cfg.Precision = "fp16"
+	cfg.Precision = policy(t, "fp16")
 	tr, err := NewTrainer(cfg, tinyCorpus(t))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestTrainerSkipsNonFiniteSteps(t *testing.T) {
 func TestResumeLossScaled(t *testing.T) {
 	data := tinyCorpus(t)
 	cfg := tinyTrainConfig(t, 4)
-	cfg.Precision = "fp16"
+	cfg.Precision = policy(t, "fp16")
 	ctx := context.Background()
 	run := func(tr *Trainer, until int) {
 		t.Helper()
@@ -138,8 +138,8 @@ func TestResumeLossScaled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ck.Cfg.Precision != "fp16" {
-		t.Errorf("checkpoint precision %q, want fp16", ck.Cfg.Precision)
+	if ck.Cfg.Precision.Name != "fp16" {
+		t.Errorf("checkpoint precision %q, want fp16", ck.Cfg.Precision.Name)
 	}
 	resumed, err := ck.Resume(data)
 	if err != nil {

@@ -28,11 +28,11 @@ type TrainConfig struct {
 	// checkpointing, WithStepSchedule): the same losses and gradients to
 	// the bit, another memory and time. It is not saved in checkpoints.
 	Steps *StepSchedule
-	// Precision names the precision policy (precision.ParsePolicy): "f32"
-	// (a trainer stores it for ""), "bf16", "fp16" (with dynamic loss
-	// scaling) or "fp16-noscale". The master weights and AdamW's moments
-	// are float32 under every policy.
-	Precision string
+	// Precision is the precision policy (package precision): f32 (the zero
+	// Policy too), bf16, fp16 (with dynamic loss scaling) or fp16-noscale.
+	// The master weights and AdamW's moments are float32 under every
+	// policy; checkpoints keep its name.
+	Precision precision.Policy
 }
 
 // DefaultBeta2 is the reference's AdamW second-moment decay.
@@ -44,22 +44,10 @@ func (c TrainConfig) withDefaults() TrainConfig {
 	if c.Beta2 == 0 {
 		c.Beta2 = DefaultBeta2
 	}
-	if c.Precision == "" {
-		c.Precision = "f32"
+	if c.Precision.Name == "" {
+		c.Precision = precision.F32Policy
 	}
 	return c
-}
-
-// Policy is the run's precision policy ("" is f32).
-func (c TrainConfig) Policy() (precision.Policy, error) {
-	if c.Precision == "" {
-		return precision.ParsePolicy("f32")
-	}
-	p, err := precision.ParsePolicy(c.Precision)
-	if err != nil {
-		return precision.Policy{}, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	return p, nil
 }
 
 // Validate reports the first unusable setting.
@@ -83,8 +71,7 @@ func (c TrainConfig) Validate() error {
 	case !(c.GradClip >= 0) || math.IsInf(c.GradClip, 0):
 		return fmt.Errorf("%w: grad-clip = %v, want >= 0 (0: no clipping)", ErrConfig, c.GradClip)
 	}
-	_, err := c.Policy()
-	return err
+	return nil
 }
 
 // AdamW is the run's optimizer configuration: the reference's, with the
@@ -181,12 +168,10 @@ func newTrainer(cfg TrainConfig, data *Dataset, p *Params) (*Trainer, error) {
 	if len(data.Train) < mc.Block+1 || len(data.Val) < mc.Block+1 {
 		return nil, fmt.Errorf("%w: splits of %d and %d tokens cannot hold a window of block %d", ErrBadData, len(data.Train), len(data.Val), mc.Block)
 	}
-	policy, err := cfg.Policy()
-	if err != nil {
-		return nil, err
-	}
+	policy := cfg.Precision
 	opts := []ModelOption{WithPrecision(policy)}
 	var scaler *precision.Scaler
+	var err error
 	if policy.LossScaling {
 		if scaler, err = precision.NewScaler(precision.DefaultScalerConfig()); err != nil {
 			return nil, err

@@ -31,6 +31,10 @@ var policies = []Policy{
 	{Name: "fp16-noscale", Activations: FP16, Weights: FP16, Gradients: FP16, Accumulate: F32, Master: F32},
 }
 
+// F32Policy is the float32 policy: the plain step, no cast at all. The zero
+// Policy computes the same graph.
+var F32Policy = policies[0]
+
 // ErrUnknownPolicy is returned (wrapped) by ParsePolicy for a name that is
 // not a policy.
 var ErrUnknownPolicy = errors.New("unknown precision policy")
@@ -54,6 +58,32 @@ func ParsePolicy(name string) (Policy, error) {
 	}
 	return Policy{}, fmt.Errorf("precision: %w %q (want one of %s)", ErrUnknownPolicy, name, strings.Join(PolicyNames(), ", "))
 }
+
+// MarshalText is the policy's name, as a setting, a report and a
+// checkpoint's metadata say it.
+func (p Policy) MarshalText() ([]byte, error) {
+	if p.Name == "" {
+		return []byte(F32Policy.Name), nil
+	}
+	return []byte(p.Name), nil
+}
+
+// UnmarshalText reads a policy's name (ParsePolicy); its error, for a
+// setting, names the choices (and is ErrUnknownPolicy).
+func (p *Policy) UnmarshalText(b []byte) error {
+	q, err := ParsePolicy(string(b))
+	if err != nil {
+		return policyChoices{}
+	}
+	*p = q
+	return nil
+}
+
+// policyChoices is the error of an unknown policy's name as a setting.
+type policyChoices struct{}
+
+func (policyChoices) Error() string        { return "want one of " + strings.Join(PolicyNames(), ", ") }
+func (policyChoices) Is(target error) bool { return target == ErrUnknownPolicy }
 
 // Mixed reports whether the policy keeps anything in a 16-bit format.
 func (p Policy) Mixed() bool {

@@ -103,3 +103,27 @@ func FuzzParseFormat(f *testing.F) {
 		}
 	})
 }
+
+// TestPolicyText: a policy is a setting and a checkpoint's metadata by
+// its name alone; the name reads back as the same policy, an unknown name
+// is refused, and the zero Policy (the float32 graph) says f32.
+func TestPolicyText(t *testing.T) {
+	for _, name := range PolicyNames() {
+		p, _ := ParsePolicy(name)
+		b, err := p.MarshalText()
+		if err != nil || string(b) != name {
+			t.Errorf("MarshalText(%s) = %q, %v; want %q", name, b, err, name)
+		}
+		var q Policy
+		if err := q.UnmarshalText(b); err != nil || q != p {
+			t.Errorf("UnmarshalText(%q) = %+v, %v; want %+v", b, q, err, p)
+		}
+	}
+	var q Policy
+	if err := q.UnmarshalText([]byte("fp8")); !errors.Is(err, ErrUnknownPolicy) || q != (Policy{}) {
+		t.Errorf("UnmarshalText(fp8) = %+v, %v; want ErrUnknownPolicy and no change", q, err)
+	}
+	if b, _ := (Policy{}).MarshalText(); string(b) != "f32" || F32Policy.Mixed() {
+		t.Errorf("the zero Policy says %q, want f32 (F32Policy mixed: %v)", b, F32Policy.Mixed())
+	}
+}

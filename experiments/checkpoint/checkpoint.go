@@ -85,7 +85,7 @@ func (c *checkpointConfig) validate() error {
 			return err
 		}
 		for _, pol := range c.Policies {
-			p, err := lab.ParsePolicy("policies", pol, cfg.Layers)
+			p, err := lab.ParseCheckpoint("policies", pol, cfg.Layers)
 			if err != nil {
 				return err
 			}
@@ -184,7 +184,7 @@ func checkpointShape(ctx context.Context, name string, mc models.Config, cfg *ch
 	names := append([]string{"none"}, cfg.Policies...)
 	var scheds []models.StepSchedule
 	for _, pol := range names {
-		pp, err := lab.ParseCheckpoint(pol, mc.Layers)
+		pp, err := lab.ParseCheckpoint("policies", pol, mc.Layers)
 		if err != nil {
 			return nil, err
 		}

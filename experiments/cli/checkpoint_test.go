@@ -7,34 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"gptlab/experiments/lab"
 	"gptlab/models"
 )
-
-// TestCheckpointPolicyErrors: a policy that does not exist or does not fit
-// the model is refused with one line naming it.
-func TestCheckpointPolicyErrors(t *testing.T) {
-	for _, tc := range []struct{ policy, want string }{
-		{"every:0", "want 1 to the layer count"},
-		{"every:3", "want 1 to the layer count 2"},
-		{"every:x", "whole number"},
-		{"often", "unknown policy"},
-		{"sqrt:2", "takes no argument"},
-		{"budget:", "neither a size"},
-		{"budget:lots", "neither a size"},
-		{"budget", "want budget:BYTES"},
-	} {
-		_, err := lab.ParseCheckpoint(tc.policy, 2)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("lab.ParseCheckpoint(%q) = %v, want one line saying %q", tc.policy, err, tc.want)
-		}
-	}
-	for _, ok := range []string{"none", "every:1", "every:2", "sqrt", "selective", "budget:12MiB", "budget:0.5", "budget:100000"} {
-		if _, err := lab.ParseCheckpoint(ok, 2); err != nil {
-			t.Errorf("lab.ParseCheckpoint(%q) = %v", ok, err)
-		}
-	}
-}
 
 // TestGPTGradsEveryPolicy: with dropout on, gpt grads writes the same loss
 // and gradients, to the bit, under every checkpointing policy and both

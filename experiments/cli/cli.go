@@ -77,16 +77,6 @@ func labLine(l *lab.Lab) string {
 	return l.Short
 }
 
-// labsTable is the README's table of the labs, in markdown.
-func labsTable(ls []*lab.Lab) string {
-	var b strings.Builder
-	b.WriteString("| lab | what it does |\n|---|---|\n")
-	for _, l := range ls {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", l.Name, labLine(l))
-	}
-	return b.String()
-}
-
 func list(w io.Writer) error {
 	for _, l := range Labs() {
 		for i, line := range reports.Wrap(labLine(l), reports.Width-17) {

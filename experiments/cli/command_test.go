@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"gptlab/experiments/lab"
 	"gptlab/internal/testutil"
 )
 
@@ -135,7 +137,7 @@ func lineWith(s, sub string) string {
 }
 
 // TestREADMECommands: the README's command block is the commands' own
-// list (go test ./experiments -run TestREADMECommands -update rewrites it).
+// list (go test ./experiments/cli -run TestREADMECommands -update rewrites it).
 func TestREADMECommands(t *testing.T) {
 	const path = "../../README.md"
 	b, err := os.ReadFile(path)
@@ -161,6 +163,40 @@ func TestREADMECommands(t *testing.T) {
 		return
 	}
 	t.Errorf("README's command block differs from the commands' list (run with -update):\n--- README\n%s--- commands\n%s", got, want)
+}
+
+// TestREADMELabs: the README's labs table is the list of labs
+// (go test ./experiments/cli -run TestREADMELabs -update rewrites it).
+func TestREADMELabs(t *testing.T) {
+	const path = "../../README.md"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head, tail = "<!-- labs -->\n", "<!-- /labs -->\n"
+	s := string(b)
+	i, j := strings.Index(s, head), strings.Index(s, tail)
+	if i < 0 || j < i {
+		t.Fatalf("README has no labs table between %q and %q", strings.TrimSpace(head), strings.TrimSpace(tail))
+	}
+	start := i + len(head)
+	var ls []*lab.Lab
+	for _, l := range Labs() {
+		if !strings.HasPrefix(l.Name, "test-") { // the tests' own labs
+			ls = append(ls, l)
+		}
+	}
+	got, want := s[start:j], labsTable(ls)
+	if got == want {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(s[:start]+want+s[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("README's labs table differs from the list of labs (run with -update):\n--- README\n%s--- labs\n%s", got, want)
 }
 
 // TestGroupsListTheirSubcommands: a subcommand added from another file
@@ -205,4 +241,14 @@ func TestParseArgs(t *testing.T) {
 			t.Errorf("parseArgs(%q) = %q, n %d, %v; want %q, n %d", tc.args, pos, *n, err, tc.pos, tc.n)
 		}
 	}
+}
+
+// labsTable is the README's table of the labs, in markdown.
+func labsTable(ls []*lab.Lab) string {
+	var b strings.Builder
+	b.WriteString("| lab | what it does |\n|---|---|\n")
+	for _, l := range ls {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", l.Name, labLine(l))
+	}
+	return b.String()
 }

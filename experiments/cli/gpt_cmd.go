@@ -15,6 +15,7 @@ import (
 	"gptlab/experiments/gpt"
 	"gptlab/experiments/lab"
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/reports"
 )
 
@@ -155,7 +156,7 @@ func gptTrainer(cfg *lab.Train, resume string, seed *int64) (*models.Trainer, er
 // steps over 2000 iterations, the preset's batch.
 var gptTrainDefaults = lab.Train{
 	Config: "tiny", Iters: 2000, LR: 1e-3, Warmup: 100, Batch: 0, Beta2: 0.95,
-	EvalBatches: 20, SampleChars: 120, Precision: "f32",
+	EvalBatches: 20, SampleChars: 120, Checkpoint: lab.NoCheckpoint, Precision: precision.F32Policy,
 }
 
 // trainConfigValues is the report's config section for a trainer.
@@ -177,7 +178,7 @@ func trainConfigValues(tr *models.Trainer) reports.Values {
 	v.Set("grad-clip", c.GradClip)
 	v.Set("eval-every", c.EvalEvery)
 	v.Set("eval-batches", c.EvalBatches)
-	v.Set("precision", c.Precision)
+	v.Set("precision", c.Precision.Name)
 	return v
 }
 

@@ -38,7 +38,7 @@ func gptGradsCommand(fs *flag.FlagSet) Runner {
 		if err := noArgs("gpt grads", args); err != nil {
 			return err
 		}
-		gc := gradsConfig{Checkpoint: "none", RNG: "stateless"}
+		gc := gradsConfig{Checkpoint: lab.NoCheckpoint, RNG: "stateless"}
 		if err := lab.ApplySets(&gc, sets); err != nil {
 			return err
 		}
@@ -49,9 +49,9 @@ func gptGradsCommand(fs *flag.FlagSet) Runner {
 
 // gradsConfig is what gpt grads' --set and --seed change.
 type gradsConfig struct {
-	Dropout    float64 `set:"dropout" help:"dropout probability"`
-	Checkpoint string  `set:"checkpoint" help:"gradient checkpointing policy: none, every:K, sqrt, selective, budget:B"`
-	RNG        string  `set:"rng" help:"dropout masks: stateless (counters) or stateful (a generator)"`
+	Dropout    float64              `set:"dropout" help:"dropout probability"`
+	Checkpoint lab.CheckpointPolicy `set:"checkpoint" help:"gradient checkpointing policy: none, every:K, sqrt, selective, budget:B"`
+	RNG        string               `set:"rng" help:"dropout masks: stateless (counters) or stateful (a generator)"`
 	Seed       int64
 }
 
@@ -90,8 +90,8 @@ func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps i
 		return lab.Usagef("gpt grads: --batch %s: %v", batchPath, err)
 	}
 	cfg.Batch, cfg.Dropout = B, gc.Dropout
-	if _, err := lab.ParseCheckpoint(gc.Checkpoint, cfg.Layers); err != nil {
-		return err
+	if err := gc.Checkpoint.Check(cfg.Layers); err != nil { // before any work
+		return lab.Usagef("--set checkpoint=%s: %v", gc.Checkpoint.Name, err)
 	}
 	var out map[string]models.Tensor
 	var loss float32
@@ -212,7 +212,7 @@ func readBatch(path string, cfg models.Config) (idx, tgt []int32, B, T int, err 
 		return nil, nil, 0, 0, fmt.Errorf("idx has shape %v but targets %v", si, st)
 	}
 	if si[1] > cfg.Block {
-		return nil, nil, 0, 0, fmt.Errorf("T = %d exceeds the model's block size %d", si[1], cfg.Block)
+		return nil, nil, 0, 0, fmt.Errorf("the sequence length T = %d exceeds the model's block size %d", si[1], cfg.Block)
 	}
 	return idx, tgt, si[0], si[1], nil
 }

@@ -14,6 +14,7 @@ import (
 	"gptlab/experiments/gpt"
 	"gptlab/experiments/lab"
 	"gptlab/models"
+	"gptlab/precision"
 )
 
 // smallGPT is a lab config that trains in about a second.
@@ -57,12 +58,16 @@ func TestGPTLabReport(t *testing.T) {
 // TestGPTLabPrecision: --set precision reaches the trainer: the report's
 // config names the policy, and fp16's loss scaling is reported.
 func TestGPTLabPrecision(t *testing.T) {
+	fp16, err := precision.ParsePolicy("fp16")
+	if err != nil {
+		t.Fatal(err)
+	}
 	l, err := Find("gpt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := smallGPT()
-	cfg.Iters, cfg.Warmup, cfg.SampleChars, cfg.Precision = 8, 1, 0, "fp16"
+	cfg.Iters, cfg.Warmup, cfg.SampleChars, cfg.Precision = 8, 1, 0, fp16
 	r, err := l.Run(context.Background(), cfg, lab.Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)

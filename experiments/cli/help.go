@@ -99,7 +99,6 @@ const exitStatusHelp = "exit status: 0 every check held; 1 a check in the report
 	"with one line naming the flag, key, file or value at fault; 3 an internal error (GPTLAB_TRACE=1 prints its stack); " +
 	"130 interrupted by Ctrl-C or SIGTERM, saying what was saved."
 
-
 // writeHelp is `gptlab help WORDS...`: a command's help, a lab's settings,
 // or both when a lab and a command share the name (gpt).
 func writeHelp(w io.Writer, words []string) error {
@@ -253,6 +252,7 @@ func settingsTable(defaults, quick any) *reports.Table {
 
 // defaultCell shows a setting's value as --set takes it ("" for empty).
 func defaultCell(v any) string {
+	v = lab.Text(v)
 	s := reports.Cell(v)
 	if f, ok := v.(float64); ok {
 		s = fmt.Sprint(f)

@@ -15,6 +15,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/reports"
 )
 
@@ -33,7 +34,7 @@ import (
 // tiny for a few seconds.
 var Defaults = lab.Train{
 	Config: "small", Iters: 2000, LR: 1e-2, Warmup: 100, Batch: 0, Beta2: 0.95,
-	EvalEvery: 0, EvalBatches: 20, SampleChars: 120, Checkpoint: "none", Precision: "f32",
+	EvalEvery: 0, EvalBatches: 20, SampleChars: 120, Checkpoint: lab.NoCheckpoint, Precision: precision.F32Policy,
 }
 
 // Lab is the gpt lab.
@@ -239,7 +240,7 @@ func Report(tr *models.Trainer, run TrainRun, c lab.Train, seed int64) (*reports
 	if tr.StepsDone() < tr.Cfg.Iters {
 		r.Note("Stopped at step %d of a %d-step schedule.", tr.StepsDone(), tr.Cfg.Iters)
 	}
-	if pol, err := tr.Cfg.Policy(); err == nil && pol.Mixed() {
+	if pol := tr.Cfg.Precision; pol.Mixed() {
 		r.Note("Precision %s: the step's graph stores activations and gradients as %v at every op boundary, reads the matrix products' weights rounded from float32 master weights and keeps AdamW's state in float32 (gptlab run precision compares the policies).", pol.Name, pol.Activations)
 	}
 	if s := tr.LossScaler(); s != nil {

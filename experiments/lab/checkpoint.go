@@ -23,56 +23,85 @@ import (
 //	            say KiB, MiB or GiB, or be a fraction of none's peak: 0.5),
 //	            found by the dynamic program over the measured chain
 
-// CheckpointPolicy is a parsed checkpointing policy.
+// CheckpointPolicy is a checkpointing policy as --set names it: parsed
+// once, where the setting is read (UnmarshalText), and fitted to a model
+// by Check. The zero CheckpointPolicy is none.
 type CheckpointPolicy struct {
-	name   string  // as given
-	Kind   string  // none, every, sqrt, selective, budget
-	k      int     // every:K
-	bytes  int64   // budget:B in bytes, or 0
-	frac   float64 // budget:F as a fraction of none's peak, or 0
-	layers int     // the model's layer count
+	Name  string  // as given: "every:2", "budget:24MiB"
+	Kind  string  // none, every, sqrt, selective, budget
+	K     int     // every:K
+	Bytes int64   // budget:B in bytes, or 0
+	Frac  float64 // budget:F as a fraction of none's peak, or 0
 }
 
-// ParseCheckpoint reads a policy for a model of the given layer count.
-// A bad value is a usage error naming it.
-func ParseCheckpoint(s string, layers int) (CheckpointPolicy, error) {
-	return ParsePolicy("checkpoint", s, layers)
+// NoCheckpoint is the plain step: every activation kept.
+var NoCheckpoint = CheckpointPolicy{Name: "none", Kind: "none"}
+
+// MarshalText is the policy as it was given ("none" for the zero policy).
+func (p CheckpointPolicy) MarshalText() ([]byte, error) {
+	if p.Name == "" {
+		return []byte(NoCheckpoint.Name), nil
+	}
+	return []byte(p.Name), nil
 }
 
-// ParsePolicy is ParseCheckpoint with the --set key its errors name.
-func ParsePolicy(key, s string, layers int) (CheckpointPolicy, error) {
-	p := CheckpointPolicy{name: s, layers: layers}
+// UnmarshalText reads a policy's syntax; whether it fits a model (K at
+// most the layer count) is Check's.
+func (p *CheckpointPolicy) UnmarshalText(b []byte) error {
+	s := string(b)
+	q := CheckpointPolicy{Name: s}
 	kind, arg, hasArg := strings.Cut(s, ":")
-	p.Kind = kind
+	q.Kind = kind
 	switch kind {
 	case "none", "sqrt", "selective":
 		if hasArg {
-			return p, Usagef("--set %s=%s: %s takes no argument", key, s, kind)
+			return fmt.Errorf("%s takes no argument", kind)
 		}
 	case "every":
 		k, err := strconv.Atoi(arg)
-		switch {
-		case !hasArg || err != nil:
-			return p, Usagef("--set %s=%s: want every:K with K a whole number of layers", key, s)
-		case k < 1 || k > layers:
-			return p, Usagef("--set %s=%s: K = %d, want 1 to the layer count %d", key, s, k, layers)
+		if !hasArg || err != nil {
+			return errors.New("want every:K with K a whole number of layers")
 		}
-		p.k = k
+		q.K = k
 	case "budget":
 		if !hasArg {
-			return p, Usagef("--set %s=%s: want budget:BYTES (e.g. budget:24MiB) or budget:FRACTION of none's peak (e.g. budget:0.5)", key, s)
+			return errors.New("want budget:BYTES (e.g. budget:24MiB) or budget:FRACTION of none's peak (e.g. budget:0.5)")
 		}
 		if f, err := strconv.ParseFloat(arg, 64); err == nil && f > 0 && f <= 1 && strings.Contains(arg, ".") {
-			p.frac = f
+			q.Frac = f
 			break
 		}
 		b, err := ParseBytes(arg)
 		if err != nil || b <= 0 {
-			return p, Usagef("--set %s=%s: %q is neither a size in bytes (KiB, MiB, GiB) nor a fraction in (0, 1]", key, s, arg)
+			return fmt.Errorf("%q is neither a size in bytes (KiB, MiB, GiB) nor a fraction in (0, 1]", arg)
 		}
-		p.bytes = b
+		q.Bytes = b
 	default:
-		return p, Usagef("--set %s=%s: unknown policy (want none, every:K, sqrt, selective or budget:B)", key, s)
+		return errors.New("unknown policy (want none, every:K, sqrt, selective or budget:B)")
+	}
+	*p = q
+	return nil
+}
+
+// Check fits the policy to a model of the given layer count.
+func (p CheckpointPolicy) Check(layers int) error {
+	if p.Kind == "every" && (p.K < 1 || p.K > layers) {
+		return fmt.Errorf("K = %d, want 1 to the layer count %d", p.K, layers)
+	}
+	return nil
+}
+
+// ParseCheckpoint reads a policy s of the setting key for a model of the
+// given layer count, for settings that hold several (a lab's list). A bad
+// value is a usage error naming it.
+func ParseCheckpoint(key, s string, layers int) (CheckpointPolicy, error) {
+	var p CheckpointPolicy
+	err := p.UnmarshalText([]byte(s))
+	if err == nil {
+		err = p.Check(layers)
+	}
+	if err != nil {
+		return p, Usagef("--set %s=%s: %v", key, s, err)
 	}
 	return p, nil
 }
@@ -96,19 +125,19 @@ func ParseBytes(s string) (int64, error) {
 	return int64(f * mult), nil
 }
 
-// KeptLayers are the layer inputs a fixed boundary policy keeps (layer 0's
-// is always kept).
-func (p CheckpointPolicy) KeptLayers() []int {
+// KeptLayers are the layer inputs a fixed boundary policy keeps in a
+// model of the given layer count (layer 0's is always kept).
+func (p CheckpointPolicy) KeptLayers(layers int) []int {
 	var keep []int
 	switch p.Kind {
 	case "every":
-		for l := p.k; l < p.layers; l += p.k {
+		for l := p.K; l < layers; l += p.K {
 			keep = append(keep, l)
 		}
 	case "sqrt":
-		k := int(math.Ceil(math.Sqrt(float64(p.layers))))
+		k := int(math.Ceil(math.Sqrt(float64(layers))))
 		for i := 1; i < k; i++ {
-			keep = append(keep, int(math.Round(float64(i*p.layers)/float64(k))))
+			keep = append(keep, int(math.Round(float64(i*layers)/float64(k))))
 		}
 	}
 	return keep
@@ -117,14 +146,14 @@ func (p CheckpointPolicy) KeptLayers() []int {
 // FixedSchedule is the step schedule of a policy that needs no search.
 func (p CheckpointPolicy) FixedSchedule(cfg models.Config) (models.StepSchedule, error) {
 	switch p.Kind {
-	case "none":
+	case "none", "":
 		return models.PlainStepSchedule(cfg), nil
 	case "selective":
 		return models.PlainStepSchedule(cfg).Selective(cfg), nil
 	case "every", "sqrt":
-		return models.CheckpointStepSchedule(cfg, p.KeptLayers())
+		return models.CheckpointStepSchedule(cfg, p.KeptLayers(cfg.Layers))
 	}
-	return models.StepSchedule{}, fmt.Errorf("policy %s needs the chain's measurements", p.name)
+	return models.StepSchedule{}, fmt.Errorf("policy %s needs the chain's measurements", p.Name)
 }
 
 // Chain is a config's measured chain for the budget search.
@@ -213,17 +242,17 @@ func (c *Chain) SmallestFeasible() int64 {
 	return hi + c.Offset
 }
 
-// ResolveCheckpoint turns a --set checkpoint value into the step schedule
-// of cfg's training step (nil for none: the plain model). A budget is
-// searched on the chain measured on the batch (idx, tgt); a budget below
-// the smallest feasible peak is a usage error naming that minimum.
-func ResolveCheckpoint(policy string, cfg models.Config, p *models.Params, B, T int, idx, tgt []int32) (*models.StepSchedule, error) {
-	pol, err := ParseCheckpoint(policy, cfg.Layers)
-	if err != nil {
-		return nil, err
+// ResolveCheckpoint turns a --set checkpoint policy into the step
+// schedule of cfg's training step (nil for none: the plain model). A
+// policy that does not fit cfg, and a budget below the smallest feasible
+// peak, are usage errors naming the setting (and that minimum). A budget
+// is searched on the chain measured on the batch (idx, tgt).
+func ResolveCheckpoint(pol CheckpointPolicy, cfg models.Config, p *models.Params, B, T int, idx, tgt []int32) (*models.StepSchedule, error) {
+	if err := pol.Check(cfg.Layers); err != nil {
+		return nil, Usagef("--set checkpoint=%s: %v", pol.Name, err)
 	}
 	switch pol.Kind {
-	case "none":
+	case "none", "":
 		return nil, nil
 	case "budget":
 	default:
@@ -234,9 +263,9 @@ func ResolveCheckpoint(policy string, cfg models.Config, p *models.Params, B, T 
 	if err != nil {
 		return nil, err
 	}
-	budget := pol.bytes
-	if pol.frac > 0 {
-		budget = int64(pol.frac * float64(ch.PlainPeak))
+	budget := pol.Bytes
+	if pol.Frac > 0 {
+		budget = int64(pol.Frac * float64(ch.PlainPeak))
 	}
 	plan := func(s models.StepSchedule) (int64, error) {
 		m, err := models.NewModel(cfg, p, B, T, true, models.WithStepSchedule(s))
@@ -249,7 +278,7 @@ func ResolveCheckpoint(policy string, cfg models.Config, p *models.Params, B, T 
 	br, err := ch.BestWithin(budget, plan)
 	if errors.Is(err, ErrBudget) {
 		return nil, Usagef("--set checkpoint=%s: %s is below the smallest feasible peak, about %s (none's is %s)",
-			policy, FormatBytes(budget), FormatBytes(ch.SmallestFeasible()), FormatBytes(ch.PlainPeak))
+			pol.Name, FormatBytes(budget), FormatBytes(ch.SmallestFeasible()), FormatBytes(ch.PlainPeak))
 	}
 	if err != nil {
 		return nil, err

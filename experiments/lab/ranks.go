@@ -124,7 +124,7 @@ func setArgs(cfg any) []string {
 	var out []string
 	for _, f := range Fields(cfg) {
 		var s string
-		switch x := f.Value.Interface().(type) {
+		switch x := Text(f.Value.Interface()).(type) {
 		case []string:
 			s = strings.Join(x, ",")
 		case []int:
@@ -141,8 +141,6 @@ func setArgs(cfg any) []string {
 			s = strings.Join(parts, ",")
 		case float64:
 			s = strconv.FormatFloat(x, 'g', -1, 64)
-		case time.Duration:
-			s = x.String()
 		default:
 			s = fmt.Sprint(x)
 		}

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -87,8 +88,15 @@ func ApplySets(cfg any, sets []string) error {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-// setValue parses s into v according to v's type.
+// setValue parses s into v according to v's type: a type that reads
+// itself from text (encoding.TextUnmarshaler: a precision policy, a
+// checkpointing policy) is parsed here, once, where the setting is read.
 func setValue(v reflect.Value, s string) error {
+	if v.CanAddr() {
+		if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+			return u.UnmarshalText([]byte(s))
+		}
+	}
 	if v.Type() == durationType {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -157,13 +165,34 @@ func setValue(v reflect.Value, s string) error {
 func Values(cfg any) reports.Values {
 	var out reports.Values
 	for _, f := range Fields(cfg) {
-		x := f.Value.Interface()
-		if d, ok := x.(time.Duration); ok {
-			x = d.String()
-		}
-		out.Set(f.Key, x)
+		out.Set(f.Key, Text(f.Value.Interface()))
 	}
 	return out
+}
+
+// Text is a setting's value as reports show it: a duration or a value
+// that writes itself as text (encoding.TextMarshaler) as its text, and a
+// list of such values as a list of their texts; anything else as it is.
+func Text(x any) any {
+	switch v := x.(type) {
+	case time.Duration:
+		return v.String()
+	case encoding.TextMarshaler:
+		b, err := v.MarshalText()
+		if err != nil {
+			return err.Error()
+		}
+		return string(b)
+	}
+	rv := reflect.ValueOf(x)
+	if rv.Kind() == reflect.Slice && rv.Type().Elem().Implements(reflect.TypeFor[encoding.TextMarshaler]()) {
+		out := make([]string, rv.Len())
+		for i := range out {
+			out[i] = Text(rv.Index(i).Interface()).(string)
+		}
+		return out
+	}
+	return x
 }
 
 // maxAlignment bounds an alignment setting: beyond it every buffer would

@@ -15,7 +15,7 @@ type testConfig struct {
 	On      bool          `set:"on" help:"a bool"`
 	Sizes   []int64       `set:"sizes" help:"a list"`
 	Timeout time.Duration `set:"timeout" help:"a duration"`
-	hidden  int
+	hidden  int           //lint:ignore U1000 a field without a set tag, which --set must not reach
 }
 
 func TestApplySets(t *testing.T) {

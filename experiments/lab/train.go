@@ -3,7 +3,6 @@ package lab
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"gptlab/models"
@@ -13,21 +12,21 @@ import (
 // Train holds the settings of a GPT training run: the gpt lab's, the
 // precision lab's and `gptlab gpt train`'s.
 type Train struct {
-	Config      string  `set:"config" help:"model preset: tiny, small or baby"`
-	Data        string  `set:"data" help:"UTF-8 text file; empty: the embedded Markov corpus"`
-	Iters       int     `set:"iters" help:"training steps (the schedule's length)"`
-	LR          float64 `set:"lr" help:"peak learning rate (warmup, then cosine decay to a tenth)"`
-	Warmup      int     `set:"warmup" help:"linear warmup steps"`
-	Batch       int     `set:"batch" help:"sequences per step; 0: the preset's (the report shows the number used)"`
-	Dropout     float64 `set:"dropout" help:"dropout probability"`
-	Beta2       float64 `set:"beta2" help:"AdamW's second-moment decay (the reference's 0.95)"`
-	GradClip    float64 `set:"grad-clip" help:"clip the global gradient norm to this; 0: no clipping"`
-	EvalEvery   int     `set:"eval-every" help:"validate every this many steps; 0: iters/10 (the report shows the number used)"`
-	EvalBatches int     `set:"eval-batches" help:"validation batches per evaluation (the same ones each time)"`
-	SampleChars int     `set:"sample-chars" help:"characters sampled from the model for the report"`
-	Target      float64 `set:"target" help:"val loss to reach: report the training time until the first validation at or below it (0: none)"`
-	Checkpoint  string  `set:"checkpoint" help:"gradient checkpointing: none, every:K, sqrt, selective or budget:B (same losses, less memory)"`
-	Precision   string  `set:"precision" help:"precision policy: f32, bf16, fp16 (dynamic loss scaling) or fp16-noscale"`
+	Config      string           `set:"config" help:"model preset: tiny, small or baby"`
+	Data        string           `set:"data" help:"UTF-8 text file; empty: the embedded Markov corpus"`
+	Iters       int              `set:"iters" help:"training steps (the schedule's length)"`
+	LR          float64          `set:"lr" help:"peak learning rate (warmup, then cosine decay to a tenth)"`
+	Warmup      int              `set:"warmup" help:"linear warmup steps"`
+	Batch       int              `set:"batch" help:"sequences per step; 0: the preset's (the report shows the number used)"`
+	Dropout     float64          `set:"dropout" help:"dropout probability"`
+	Beta2       float64          `set:"beta2" help:"AdamW's second-moment decay (the reference's 0.95)"`
+	GradClip    float64          `set:"grad-clip" help:"clip the global gradient norm to this; 0: no clipping"`
+	EvalEvery   int              `set:"eval-every" help:"validate every this many steps; 0: iters/10 (the report shows the number used)"`
+	EvalBatches int              `set:"eval-batches" help:"validation batches per evaluation (the same ones each time)"`
+	SampleChars int              `set:"sample-chars" help:"characters sampled from the model for the report"`
+	Target      float64          `set:"target" help:"val loss to reach: report the training time until the first validation at or below it (0: none)"`
+	Checkpoint  CheckpointPolicy `set:"checkpoint" help:"gradient checkpointing: none, every:K, sqrt, selective or budget:B (same losses, less memory)"`
+	Precision   precision.Policy `set:"precision" help:"precision policy: f32, bf16, fp16 (dynamic loss scaling) or fp16-noscale"`
 }
 
 // Setup turns the settings into a training config and its dataset,
@@ -39,8 +38,8 @@ func (c *Train) Setup(seed int64) (models.TrainConfig, *models.Dataset, error) {
 	if err != nil {
 		return models.TrainConfig{}, nil, Usagef("--set config=%s: unknown preset (want %s)", c.Config, strings.Join(models.PresetNames(), ", "))
 	}
-	if c.Precision == "" {
-		c.Precision = "f32"
+	if c.Precision.Name == "" {
+		c.Precision = precision.F32Policy
 	}
 	if err := c.validate(); err != nil {
 		return models.TrainConfig{}, nil, err
@@ -79,11 +78,8 @@ func (c *Train) Setup(seed int64) (models.TrainConfig, *models.Dataset, error) {
 // searched on the chain of fresh parameters and a random batch: sizes and
 // times do not depend on the values).
 func (c *Train) schedule(mc models.Config, seed int64) (*models.StepSchedule, error) {
-	if c.Checkpoint == "" {
-		c.Checkpoint = "none"
-	}
-	if _, err := ParseCheckpoint(c.Checkpoint, mc.Layers); err != nil {
-		return nil, err
+	if c.Checkpoint.Name == "" {
+		c.Checkpoint = NoCheckpoint
 	}
 	n := mc.Batch * mc.Block
 	idx, tgt := make([]int32, n), make([]int32, n)
@@ -117,7 +113,6 @@ func (c *Train) validate() error {
 		{c.EvalBatches < 1, fmt.Sprintf("--set eval-batches=%d: want at least 1", c.EvalBatches)},
 		{c.SampleChars < 0 || c.SampleChars > 10_000, fmt.Sprintf("--set sample-chars=%d: want 0 (no sample) to 10000", c.SampleChars)},
 		{!(c.Target >= 0) || !finite(c.Target), fmt.Sprintf("--set target=%v: want a val loss above 0, or 0 for none", c.Target)},
-		{!slices.Contains(precision.PolicyNames(), c.Precision), fmt.Sprintf("--set precision=%s: want one of %s", c.Precision, strings.Join(precision.PolicyNames(), ", "))},
 	} {
 		if v.bad {
 			return Usagef("%s", v.msg)

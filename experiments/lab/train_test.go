@@ -12,9 +12,11 @@ import (
 // losses to the bit under every precision policy, with dropout: the
 // recomputation and the casts are passes over one graph and compose.
 func TestTrainCheckpointedSameLosses(t *testing.T) {
-	run := func(precision, policy string) []float32 {
-		c := Train{Config: "tiny", Iters: 6, LR: 1e-2, Warmup: 2, Dropout: 0.1, Beta2: 0.95, EvalEvery: 3, EvalBatches: 2,
-			Checkpoint: policy, Precision: precision}
+	run := func(prec, policy string) []float32 {
+		c := Train{Config: "tiny", Iters: 6, LR: 1e-2, Warmup: 2, Dropout: 0.1, Beta2: 0.95, EvalEvery: 3, EvalBatches: 2}
+		if err := ApplySets(&c, []string{"precision=" + prec, "checkpoint=" + policy}); err != nil {
+			t.Fatal(err)
+		}
 		tc, data, err := c.Setup(2)
 		if err != nil {
 			t.Fatal(err)

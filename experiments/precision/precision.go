@@ -125,16 +125,16 @@ func trainPolicies(ctx context.Context, tc models.TrainConfig, data *models.Data
 	var runs []*policyRun
 	for _, name := range precisionPolicies {
 		c := tc
-		c.Precision = name
+		var err error
+		if c.Precision, err = precision.ParsePolicy(name); err != nil {
+			return runs, err
+		}
 		tr, err := models.NewTrainer(c, data)
 		if err != nil {
 			return runs, err
 		}
-		r := &policyRun{tr: tr}
+		r := &policyRun{tr: tr, policy: c.Precision}
 		runs = append(runs, r)
-		if r.policy, err = c.Policy(); err != nil {
-			return runs, err
-		}
 		if r.model, err = tr.Model(); err != nil {
 			return runs, err
 		}
