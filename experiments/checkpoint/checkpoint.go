@@ -9,6 +9,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/reports"
 )
 
@@ -29,13 +30,20 @@ type checkpointConfig struct {
 	Dropout  float64  `set:"dropout" help:"dropout probability"`
 	Steps    int      `set:"steps" help:"timed steps per schedule (median and spread reported)"`
 	Profile  int      `set:"profile-runs" help:"profiled runs of the plain step for the chain's measured times"`
+	// Checkpointing composes with mixed precision: these shapes run every
+	// policy again under a 16-bit policy.
+	Precision       precision.Policy `set:"precision" help:"the 16-bit policy the shapes of precision-shapes run every policy under too"`
+	PrecisionShapes []string         `set:"precision-shapes" help:"shapes that also run each policy under precision (peak, step time, bitwise against its none)"`
 }
 
 var checkpointDefaults = checkpointConfig{
 	Configs:  []string{"tiny", "small", "baby", "deep", "long"},
 	Policies: []string{"every:1", "every:2", "sqrt", "selective"},
 	Budgets:  4, Dropout: 0.1, Steps: 5, Profile: 3,
+	Precision: bf16, PrecisionShapes: []string{"deep", "long"},
 }
+
+var bf16, _ = precision.ParsePolicy("bf16")
 
 // Lab is the checkpoint lab.
 var Lab = lab.New("checkpoint", "gradient checkpointing: recompute with reproducible dropout, memory vs work",
@@ -45,6 +53,7 @@ var Lab = lab.New("checkpoint", "gradient checkpointing: recompute with reproduc
 // timed steps.
 func checkpointQuick(c *checkpointConfig) {
 	c.Configs, c.Budgets, c.Steps, c.Profile = []string{"tiny", "small"}, 3, 3, 2
+	c.PrecisionShapes = []string{"small"}
 }
 
 // ckShape is the model config of a shape name.
@@ -78,6 +87,14 @@ func (c *checkpointConfig) validate() error {
 		return lab.Usagef("--set steps=%d: want 1 to 1000", c.Steps)
 	case c.Profile < 1 || c.Profile > 100:
 		return lab.Usagef("--set profile-runs=%d: want 1 to 100", c.Profile)
+	}
+	if !c.Precision.Mixed() && len(c.PrecisionShapes) > 0 {
+		return lab.Usagef("--set precision=%s: want a 16-bit policy (bf16, fp16, fp16-noscale), or no precision-shapes", c.Precision.Name)
+	}
+	for _, name := range c.PrecisionShapes {
+		if !slices.Contains(c.Configs, name) {
+			return lab.Usagef("--set precision-shapes=%s: not one of the configs %v", name, c.Configs)
+		}
 	}
 	for _, name := range c.Configs {
 		cfg, err := ckShape(name)
@@ -164,6 +181,8 @@ type ckRow struct {
 type ckShapeResult struct {
 	cfg       models.Config
 	rows      []ckRow // none first, then the fixed policies
+	mixed     []ckRow // the same under precision (none first), or none
+	precision string  // the 16-bit policy of mixed
 	sweep     []ckRow
 	bitwise   bool
 	smallest  int64
@@ -200,7 +219,14 @@ func checkpointShape(ctx context.Context, name string, mc models.Config, cfg *ch
 		return nil, err
 	}
 	res.rows = runs
-	for _, row := range runs {
+	if slices.Contains(cfg.PrecisionShapes, name) {
+		fmt.Fprintf(opt.Log, "checkpoint: %s: every policy under %s\n", name, cfg.Precision.Name)
+		if res.mixed, err = runSchedules(ctx, mc, p, idx, tgt, opt.Seed, names, scheds, cfg.Steps, models.WithPrecision(cfg.Precision)); err != nil {
+			return nil, err
+		}
+		res.precision = cfg.Precision.Name
+	}
+	for _, row := range append(slices.Clip(runs), res.mixed...) {
 		res.bitwise = res.bitwise && row.bitwise
 	}
 	fmt.Fprintf(opt.Log, "checkpoint: %s: measuring the chain\n", name)
@@ -227,7 +253,7 @@ type scheduleRun struct {
 // runSchedules compiles each schedule, runs its step stateless and with
 // the stateful generator (restored around recomputations), compares both
 // with the first schedule's (none), and times the steps interleaved.
-func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, tgt []int32, seed int64, names []string, scheds []models.StepSchedule, steps int) ([]ckRow, error) {
+func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, tgt []int32, seed int64, names []string, scheds []models.StepSchedule, steps int, opts ...models.ModelOption) ([]ckRow, error) {
 	runs := make([]*scheduleRun, len(scheds))
 	defer func() {
 		for _, r := range runs {
@@ -237,7 +263,7 @@ func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, 
 		}
 	}()
 	for i, s := range scheds {
-		m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, models.WithStepSchedule(s))
+		m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, append(slices.Clip(opts), models.WithStepSchedule(s))...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", names[i], err)
 		}
@@ -248,8 +274,8 @@ func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, 
 			return nil, err
 		}
 		runs[i].grads = modelGrads(m)
-		sm, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, models.WithStepSchedule(s),
-			models.WithRNG(models.RNGOptions{Kind: models.Stateful, Preserve: true}))
+		sm, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, append(slices.Clip(opts), models.WithStepSchedule(s),
+			models.WithRNG(models.RNGOptions{Kind: models.Stateful, Preserve: true}))...)
 		if err != nil {
 			return nil, err
 		}

@@ -89,9 +89,18 @@ func (res *ckShapeResult) report(r *reports.Report, name string) {
 		t.Row(row.name, row.kept, row.peak, lab.Ratio(row.peak, none.peak), row.recompute, row.ms, row.spread,
 			row.slow, yesNo(row.bitwise), yesNo(row.rng))
 	}
+	for _, row := range res.mixed {
+		t.Row(res.precision+" "+row.name, row.kept, row.peak, lab.Ratio(row.peak, none.peak), row.recompute, row.ms, row.spread,
+			row.slow, yesNo(row.bitwise), yesNo(row.rng))
+	}
 	t.Note("kept: what the arena holds as the backward begins; recompute: forward FLOPs run again, of one forward; " +
 		"bitwise: gradients equal none's with counter masks and with the stateful generator (restored); " +
 		"rng: the generator's stream after the step equals none's.")
+	if len(res.mixed) > 0 {
+		t.Note("The %s rows run each policy under the %s precision policy (16-bit activations and gradients, float32 "+
+			"master weights): peak ÷ none is against float32's none, ms ÷ none and bitwise against %s none's, with "+
+			"which they ran interleaved.", res.precision, res.precision, res.precision)
+	}
 	s := r.AddTable(fmt.Sprintf("Budget sweep on %s: the dynamic program against the fixed policies", name),
 		reports.Bytes("budget"), reports.Bytes("dp peak"), reports.Float("dp ms", 1), reports.Text("best fixed within"),
 		reports.Bytes("its peak"), reports.Float("its ms", 1), reports.Ratio("dp ÷ fixed (model)"))
@@ -118,6 +127,21 @@ func (res *ckShapeResult) report(r *reports.Report, name string) {
 		bit = bit && row.bitwise && row.rng
 	}
 	r.Check(name+": every policy's gradients and generator stream equal none's", bit, "%d policies, dropout %.2g", len(res.rows)-1, mc.Dropout)
+	if len(res.mixed) > 0 {
+		bit := true
+		for _, row := range res.mixed {
+			bit = bit && row.bitwise && row.rng
+		}
+		r.Check(fmt.Sprintf("%s under %s: every policy's gradients and generator stream equal %s none's", name, res.precision, res.precision), bit,
+			"%d policies, dropout %.2g", len(res.mixed)-1, mc.Dropout)
+		for _, row := range res.mixed {
+			key := res.precision + "_" + metricKey(row.name)
+			r.Metric(name+"_peak_bytes_"+key, row.peak)
+			if row.name != "none" {
+				r.Metric(name+"_step_time_ratio_"+key, row.slow)
+			}
+		}
+	}
 	for _, row := range res.rows {
 		key := metricKey(row.name)
 		r.Metric(name+"_peak_bytes_"+key, row.peak)
