@@ -1,4 +1,9 @@
-// Package arena runs a gorgonia graph from one planned arena: every op
+// Package arena is the runtime of gptlab: every graph the project runs —
+// a training step, plain or checkpointed or under a precision policy, an
+// evaluation, the KV-cached decoder's prefill and decode, a block split
+// across ranks — runs here, from one planned arena. (The name stays: the
+// one planned allocation is what the runtime exists to show; "runtime" and
+// "exec" would shadow the standard library's packages.) Every op
 // output gets a typed value (f32, bf16, fp16, int8, int32, int, f64) whose
 // lifetime is read off the schedule, the planner places the values' real
 // byte sizes in one allocation, and each op writes its output into its
