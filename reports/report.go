@@ -1,5 +1,5 @@
 // Package reports owns the Report value every lab returns and its renderers:
-// a terminal table (tablewriter v1), markdown, the JSON schema of DESIGN.md,
+// a terminal table (tablewriter v1), markdown, JSON (schema/report.schema.json),
 // CSV, and figures drawn with gonum/plot. It knows nothing about any lab.
 //
 // A table's columns are typed (Text, Int, Float, Bytes, Duration, Ratio,
