@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"gptlab/experiments/lab"
 	"io"
 	"os"
 	"os/signal"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gptlab/experiments/lab"
 )
 
 // Command is one gptlab command, a value as in Go's cmd/go: its usage

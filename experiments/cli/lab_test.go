@@ -3,10 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
-	"gptlab/experiments/gpt"
-	"gptlab/experiments/lab"
 	"strings"
 	"testing"
+
+	"gptlab/experiments/gpt"
+	"gptlab/experiments/lab"
 )
 
 // TestLabConfigQuick: --quick is the lab's own quick function, applied to

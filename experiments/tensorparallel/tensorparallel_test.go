@@ -3,9 +3,10 @@ package tensorparallel
 import (
 	"context"
 	"fmt"
+	"testing"
+
 	"gptlab/experiments/lab"
 	"gptlab/experiments/lab/labtest"
-	"testing"
 )
 
 // TestTensorParallelLab runs the lab's quick form on its own (it launches
