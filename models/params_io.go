@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"gptlab/internal/safetensors"
@@ -57,7 +58,7 @@ func (p *Params) LoadInto(tensors map[string]Tensor, prefix string, strict bool)
 		if t.DType != "F32" {
 			return fmt.Errorf("load params: tensor %q has dtype %s shape %v, want F32 shape %v", prefix+n, t.DType, t.Shape, p.shapes[i])
 		}
-		if !equalInts(t.Shape, p.shapes[i]) || len(t.F32) != prod(p.shapes[i]) {
+		if !slices.Equal(t.Shape, p.shapes[i]) || len(t.F32) != prod(p.shapes[i]) {
 			return fmt.Errorf("load params: tensor %q has shape %v, want %v", prefix+n, t.Shape, p.shapes[i])
 		}
 	}
@@ -77,18 +78,6 @@ func (p *Params) LoadInto(tensors map[string]Tensor, prefix string, strict bool)
 		copy(p.slice(i), tensors[prefix+n].F32)
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // LoadParams reads a checkpoint written by SaveParams or by the reference:
