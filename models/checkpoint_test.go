@@ -131,7 +131,7 @@ func TestCheckpointBeta2(t *testing.T) {
 	if err := part.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	ts, meta, err := ReadSafetensors(path)
+	ts, meta, err := safetensors.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestCheckpointBeta2(t *testing.T) {
 		t.Errorf("checkpoint metadata beta2 = %q, want \"0.95\"", meta["beta2"])
 	}
 	meta["beta2"] = "0" // as written before the value used was recorded
-	if err := WriteSafetensors(path, ts, meta); err != nil {
+	if err := safetensors.Write(path, ts, meta); err != nil {
 		t.Fatal(err)
 	}
 	ck, err := LoadCheckpoint(path)

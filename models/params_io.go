@@ -8,37 +8,10 @@ import (
 	"gptlab/internal/safetensors"
 )
 
-// The safetensors format itself is internal/safetensors; these names keep
-// the commands (experiments) that read and write batches and gradient
-// files through models working.
-
-// Tensor is one safetensors entry (safetensors.Tensor).
-type Tensor = safetensors.Tensor
-
-// F32Tensor makes an F32 tensor (data is not copied).
-func F32Tensor(shape []int, data []float32) Tensor { return safetensors.F32(shape, data) }
-
-// IntTensor makes an I64 or I32 tensor (data is not copied).
-func IntTensor(dtype string, shape []int, data []int64) Tensor {
-	return safetensors.Int(dtype, shape, data)
-}
-
-// ReadSafetensors reads a safetensors file: its tensors by name and its
-// __metadata__ (nil when absent).
-func ReadSafetensors(path string) (map[string]Tensor, map[string]string, error) {
-	return safetensors.Read(path)
-}
-
-// WriteSafetensors writes a safetensors file atomically (temporary file,
-// then rename).
-func WriteSafetensors(path string, tensors map[string]Tensor, meta map[string]string) error {
-	return safetensors.Write(path, tensors, meta)
-}
-
-// Tensors returns every parameter as an F32 Tensor sharing p's memory,
-// under prefix+name.
-func (p *Params) Tensors(prefix string) map[string]Tensor {
-	out := make(map[string]Tensor, len(p.names))
+// Tensors returns every parameter as an F32 safetensors.Tensor sharing
+// p's memory, under prefix+name.
+func (p *Params) Tensors(prefix string) map[string]safetensors.Tensor {
+	out := make(map[string]safetensors.Tensor, len(p.names))
 	for i, n := range p.names {
 		out[prefix+n] = safetensors.F32(p.shapes[i], p.slice(i))
 	}
@@ -49,7 +22,7 @@ func (p *Params) Tensors(prefix string) map[string]Tensor {
 // tensor (when strict, every tensor under prefix must be a parameter), a
 // wrong dtype or a wrong shape is an error naming the tensor and both
 // shapes.
-func (p *Params) LoadInto(tensors map[string]Tensor, prefix string, strict bool) error {
+func (p *Params) LoadInto(tensors map[string]safetensors.Tensor, prefix string, strict bool) error {
 	for i, n := range p.names {
 		t, ok := tensors[prefix+n]
 		if !ok {

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gptlab/internal/safetensors"
 )
 
 func TestLoadParamsErrors(t *testing.T) {
@@ -12,19 +14,23 @@ func TestLoadParamsErrors(t *testing.T) {
 	const name = "transformer.h.1.mlp.c_fc.weight"
 	for _, tc := range []struct {
 		name   string
-		mutate func(map[string]Tensor)
+		mutate func(map[string]safetensors.Tensor)
 		want   []string
 	}{
-		{"missing", func(m map[string]Tensor) { delete(m, name) }, []string{name, "missing", "[128 32]"}},
-		{"extra", func(m map[string]Tensor) { m["lm_head.weight"] = F32Tensor([]int{1}, []float32{0}) }, []string{"lm_head.weight", "[1]"}},
-		{"wrong shape", func(m map[string]Tensor) { m[name] = F32Tensor([]int{32, 128}, make([]float32, 4096)) }, []string{name, "[32 128]", "[128 32]"}},
-		{"wrong dtype", func(m map[string]Tensor) { m[name] = IntTensor("I64", []int{128, 32}, make([]int64, 4096)) }, []string{name, "I64", "F32"}},
+		{"missing", func(m map[string]safetensors.Tensor) { delete(m, name) }, []string{name, "missing", "[128 32]"}},
+		{"extra", func(m map[string]safetensors.Tensor) { m["lm_head.weight"] = safetensors.F32([]int{1}, []float32{0}) }, []string{"lm_head.weight", "[1]"}},
+		{"wrong shape", func(m map[string]safetensors.Tensor) {
+			m[name] = safetensors.F32([]int{32, 128}, make([]float32, 4096))
+		}, []string{name, "[32 128]", "[128 32]"}},
+		{"wrong dtype", func(m map[string]safetensors.Tensor) {
+			m[name] = safetensors.Int("I64", []int{128, 32}, make([]int64, 4096))
+		}, []string{name, "I64", "F32"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := p.Tensors("")
 			tc.mutate(ts)
 			path := filepath.Join(t.TempDir(), "m.safetensors")
-			if err := WriteSafetensors(path, ts, cfg.Metadata()); err != nil {
+			if err := safetensors.Write(path, ts, cfg.Metadata()); err != nil {
 				t.Fatal(err)
 			}
 			_, err := LoadParams(path)

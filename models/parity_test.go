@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"gptlab/internal/safetensors"
 	"gptlab/internal/testutil"
 )
 
@@ -15,7 +16,7 @@ type goldenCase struct {
 	B, T   int
 	idx    []int32
 	tgt    []int32
-	want   map[string]Tensor
+	want   map[string]safetensors.Tensor
 }
 
 func loadGolden(t testing.TB, dir string) goldenCase {
@@ -24,7 +25,7 @@ func loadGolden(t testing.TB, dir string) goldenCase {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _, err := ReadSafetensors(filepath.Join(dir, "case.safetensors"))
+	ts, _, err := safetensors.Read(filepath.Join(dir, "case.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}

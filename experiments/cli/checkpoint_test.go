@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gptlab/internal/safetensors"
 	"gptlab/models"
 )
 
@@ -28,12 +29,12 @@ func TestGPTGradsEveryPolicy(t *testing.T) {
 		ids[i] = int64((7*i + 3) % cfg.Vocab)
 	}
 	batch := filepath.Join(dir, "b.safetensors")
-	bt := map[string]models.Tensor{"idx": models.IntTensor("I64", []int{cfg.Batch, cfg.Block}, ids),
-		"targets": models.IntTensor("I64", []int{cfg.Batch, cfg.Block}, slices.Concat(ids[1:], ids[:1]))}
-	if err := models.WriteSafetensors(batch, bt, nil); err != nil {
+	bt := map[string]safetensors.Tensor{"idx": safetensors.Int("I64", []int{cfg.Batch, cfg.Block}, ids),
+		"targets": safetensors.Int("I64", []int{cfg.Batch, cfg.Block}, slices.Concat(ids[1:], ids[:1]))}
+	if err := safetensors.Write(batch, bt, nil); err != nil {
 		t.Fatal(err)
 	}
-	grads := func(sets ...string) map[string]models.Tensor {
+	grads := func(sets ...string) map[string]safetensors.Tensor {
 		out := filepath.Join(dir, strings.NewReplacer(":", "_", "=", "_", ",", "_").Replace(strings.Join(sets, "_"))+".safetensors")
 		args := []string{"--model", model, "--batch", batch, "--out", out, "--seed", "9", "--set", "dropout=0.1"}
 		for _, s := range sets {
@@ -42,7 +43,7 @@ func TestGPTGradsEveryPolicy(t *testing.T) {
 		if err := runCmd("gpt grads", args...); err != nil {
 			t.Fatalf("gpt grads %v: %v", sets, err)
 		}
-		ts, _, err := models.ReadSafetensors(out)
+		ts, _, err := safetensors.Read(out)
 		if err != nil {
 			t.Fatal(err)
 		}

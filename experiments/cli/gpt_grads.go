@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"gptlab/experiments/lab"
+	"gptlab/internal/safetensors"
 	"gptlab/models"
 )
 
@@ -93,7 +94,7 @@ func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps i
 	if err := gc.Checkpoint.Check(cfg.Layers); err != nil { // before any work
 		return lab.Usagef("--set checkpoint=%s: %v", gc.Checkpoint.Name, err)
 	}
-	var out map[string]models.Tensor
+	var out map[string]safetensors.Tensor
 	var loss float32
 	err = untilInterrupted(ctx, func() error {
 		sched, err := lab.ResolveCheckpoint(gc.Checkpoint, cfg, p, B, T, idx, tgt)
@@ -117,7 +118,7 @@ func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps i
 	if err != nil {
 		return err
 	}
-	if err := models.WriteSafetensors(outPath, out, cfg.Metadata()); err != nil {
+	if err := safetensors.Write(outPath, out, cfg.Metadata()); err != nil {
 		return lab.Usagef("gpt grads: --out %s: %v", outPath, err)
 	}
 	fmt.Fprintf(stdout, "wrote %s: loss=%.6f\n", outPath, loss)
@@ -126,7 +127,7 @@ func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps i
 
 // gradsOf runs the pass (and the AdamW steps) and returns the tensors of
 // the output file and the loss.
-func gradsOf(p *models.Params, cfg models.Config, idx, tgt []int32, B, T, steps int, seed int64, opts ...models.ModelOption) (map[string]models.Tensor, float32, error) {
+func gradsOf(p *models.Params, cfg models.Config, idx, tgt []int32, B, T, steps int, seed int64, opts ...models.ModelOption) (map[string]safetensors.Tensor, float32, error) {
 	m, err := models.NewModel(cfg, p, B, T, true, opts...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("gpt grads: %w", err)
@@ -137,14 +138,14 @@ func gradsOf(p *models.Params, cfg models.Config, idx, tgt []int32, B, T, steps 
 	if err != nil {
 		return nil, 0, fmt.Errorf("gpt grads: %w", err)
 	}
-	out := map[string]models.Tensor{
+	out := map[string]safetensors.Tensor{
 		"idx":     intsTensor(idx, B, T),
 		"targets": intsTensor(tgt, B, T),
-		"logits":  models.F32Tensor([]int{B, T, cfg.Vocab}, append([]float32(nil), m.Logits()...)),
-		"loss":    models.F32Tensor([]int{1}, []float32{loss}),
+		"logits":  safetensors.F32([]int{B, T, cfg.Vocab}, append([]float32(nil), m.Logits()...)),
+		"loss":    safetensors.F32([]int{1}, []float32{loss}),
 	}
 	for _, n := range p.Names() {
-		out["grad."+n] = models.F32Tensor(p.Shape(n), append([]float32(nil), m.Grad(n)...))
+		out["grad."+n] = safetensors.F32(p.Shape(n), append([]float32(nil), m.Grad(n)...))
 	}
 	if steps > 0 {
 		opt := models.NewAdamW(p, models.DefaultAdamW())
@@ -158,25 +159,25 @@ func gradsOf(p *models.Params, cfg models.Config, idx, tgt []int32, B, T, steps 
 			}
 		}
 		for n, t := range p.Tensors("after.") {
-			out[n] = models.F32Tensor(t.Shape, append([]float32(nil), t.F32...))
+			out[n] = safetensors.F32(t.Shape, append([]float32(nil), t.F32...))
 		}
-		out["adamw.losses"] = models.F32Tensor([]int{steps}, losses)
+		out["adamw.losses"] = safetensors.F32([]int{steps}, losses)
 	}
 	return out, loss, nil
 }
 
-func intsTensor(v []int32, B, T int) models.Tensor {
+func intsTensor(v []int32, B, T int) safetensors.Tensor {
 	d := make([]int64, len(v))
 	for i, x := range v {
 		d[i] = int64(x)
 	}
-	return models.IntTensor("I64", []int{B, T}, d)
+	return safetensors.Int("I64", []int{B, T}, d)
 }
 
 // readBatch reads idx and targets: integer tensors of one shape [B, T],
 // T <= block, every value a token of the vocabulary.
 func readBatch(path string, cfg models.Config) (idx, tgt []int32, B, T int, err error) {
-	ts, _, err := models.ReadSafetensors(path)
+	ts, _, err := safetensors.Read(path)
 	if err != nil {
 		return nil, nil, 0, 0, err
 	}

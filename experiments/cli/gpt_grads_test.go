@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"gptlab/experiments/lab"
-	"gptlab/models"
+	"gptlab/internal/safetensors"
 )
 
 // goldenDir is a case written by gpt_reference.py golden, kept in the
@@ -28,19 +28,19 @@ func maxDiff(a, b []float32) float64 {
 }
 
 // writeBatch writes idx and targets of the golden case as dtype.
-func writeBatch(t *testing.T, path, dtype string, c map[string]models.Tensor) {
+func writeBatch(t *testing.T, path, dtype string, c map[string]safetensors.Tensor) {
 	t.Helper()
-	b := map[string]models.Tensor{
-		"idx":     models.IntTensor(dtype, c["idx"].Shape, c["idx"].Ints),
-		"targets": models.IntTensor(dtype, c["targets"].Shape, c["targets"].Ints),
+	b := map[string]safetensors.Tensor{
+		"idx":     safetensors.Int(dtype, c["idx"].Shape, c["idx"].Ints),
+		"targets": safetensors.Int(dtype, c["targets"].Shape, c["targets"].Ints),
 	}
-	if err := models.WriteSafetensors(path, b, nil); err != nil {
+	if err := safetensors.Write(path, b, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestGPTGradsMatchesReference(t *testing.T) {
-	want, _, err := models.ReadSafetensors(filepath.Join(goldenDir, "case.safetensors"))
+	want, _, err := safetensors.Read(filepath.Join(goldenDir, "case.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestGPTGradsMatchesReference(t *testing.T) {
 			if err := runCmd("gpt grads", args...); err != nil {
 				t.Fatal(err)
 			}
-			got, _, err := models.ReadSafetensors(out)
+			got, _, err := safetensors.Read(out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,23 +100,23 @@ func equal(a, b []int) bool {
 
 func TestGPTGradsBadInput(t *testing.T) {
 	dir := t.TempDir()
-	want, _, err := models.ReadSafetensors(filepath.Join(goldenDir, "case.safetensors"))
+	want, _, err := safetensors.Read(filepath.Join(goldenDir, "case.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	good := filepath.Join(dir, "good.safetensors")
 	writeBatch(t, good, "I64", want)
 	floatBatch := filepath.Join(dir, "float.safetensors")
-	if err := models.WriteSafetensors(floatBatch, map[string]models.Tensor{
-		"idx":     models.F32Tensor([]int{1, 2}, []float32{0, 1}),
-		"targets": models.F32Tensor([]int{1, 2}, []float32{0, 1}),
+	if err := safetensors.Write(floatBatch, map[string]safetensors.Tensor{
+		"idx":     safetensors.F32([]int{1, 2}, []float32{0, 1}),
+		"targets": safetensors.F32([]int{1, 2}, []float32{0, 1}),
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	outOfVocab := filepath.Join(dir, "oov.safetensors")
-	if err := models.WriteSafetensors(outOfVocab, map[string]models.Tensor{
-		"idx":     models.IntTensor("I64", []int{1, 2}, []int64{0, 33}),
-		"targets": models.IntTensor("I64", []int{1, 2}, []int64{0, 1}),
+	if err := safetensors.Write(outOfVocab, map[string]safetensors.Tensor{
+		"idx":     safetensors.Int("I64", []int{1, 2}, []int64{0, 33}),
+		"targets": safetensors.Int("I64", []int{1, 2}, []int64{0, 1}),
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
