@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/chewxy/hm v1.0.0
 	github.com/olekukonko/tablewriter v1.1.5
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/x448/float16 v0.8.4
 	go4.org/unsafe/assume-no-moving-gc v0.0.0-20231121144256-b99613f794b6
 	golang.org/x/sys v0.50.0
