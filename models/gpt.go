@@ -39,9 +39,9 @@ type Model struct {
 	wrt          G.Nodes     // the parameter nodes differentiated, in GradNodes order
 	joined       [][]float32 // gradient buffers of split parameters
 
-	masks    []maskInput
-	mp       *mixed    // the 16-bit policy's casts (mixed.go), or nil
-	passes   []passRec // a scheduled step's passes, as built
+	masks    []maskInput // every dropout mask input, filled by Feed
+	mp       *mixed      // the 16-bit policy's pass (mixed.go), or nil
+	passes   []passRec   // a scheduled step's passes, as built (recompute.go)
 	rngOpts  RNGOptions
 	rng      *stream   // the stateful masks' generator, made at the first Feed
 	extra    []*G.Node // nodes run for their effect (a RunningMean's updates)
@@ -139,13 +139,27 @@ func (m *Model) LogitsNode() *G.Node { return m.logits }
 func (m *Model) build(o modelOptions) error {
 	sched := o.schedule
 	N := m.B * m.T
-	n := newBuilder(m.g, m.cfg, m.params, m.B, m.T, m.train, nil)
-	n.stat, n.statGuard = o.stat, o.statGuard
 	mp, err := newMixed(o.precision)
 	if err != nil {
 		return err
 	}
-	n.mp, m.mp = mp, mp
+	masks := &maskList{}
+	hooks := []hook{masks}
+	if mp != nil {
+		hooks = append(hooks, mp)
+		m.mp = mp
+	}
+	var stat *runningMean
+	if o.stat != nil {
+		stat = &runningMean{stat: o.stat, guard: o.statGuard}
+		hooks = append(hooks, stat)
+	}
+	var log *passLog
+	if sched != nil {
+		log = &passLog{}
+		hooks = append(hooks, log)
+	}
+	n := newBuilder(m.g, m.cfg, m.params, m.B, m.T, m.train, nil, hooks...)
 	m.idx, m.pos, m.tgt = make([]int, N), make([]int, N), make([]int, N)
 	for i := range m.pos {
 		m.pos[i] = i % m.T
@@ -157,11 +171,14 @@ func (m *Model) build(o modelOptions) error {
 		if !m.train {
 			return fmt.Errorf("%w: a schedule of passes is for a training model", ErrConfig)
 		}
-		loss, logits, grads, err := n.scheduled(*sched, idx, pos, tgt, n.input("dloss", []float32{1}, 1))
+		loss, logits, grads, passes, err := n.scheduled(*sched, log, idx, pos, tgt, n.input("dloss", []float32{1}, 1))
 		if err != nil {
 			return err
 		}
-		m.loss, m.logits, m.masks, m.passes, m.extra = loss, logits, n.masks, n.passes, n.statNodes
+		m.loss, m.logits, m.masks, m.passes = loss, logits, masks.all, passes
+		if stat != nil {
+			m.extra = stat.nodes
+		}
 		_, counts := n.paramNodes()
 		return m.setGrads(n, grads, counts)
 	}
@@ -172,7 +189,7 @@ func (m *Model) build(o modelOptions) error {
 	}
 	m.logits = n.head(x)                                                              // (B*T, V)
 	m.loss = n.do(func() (*G.Node, error) { return ops.CrossEntropy(m.logits, tgt) }) // (1)
-	m.masks = n.masks
+	m.masks = masks.all
 	if n.err != nil {
 		return n.err
 	}
@@ -181,7 +198,7 @@ func (m *Model) build(o modelOptions) error {
 	}
 	dloss := n.input("dloss", []float32{1}, 1)
 	all, counts := n.paramNodes()
-	gs, err := BackwardReading(G.Nodes{m.loss}, G.Nodes{dloss}, all, mp.reader())
+	gs, err := BackwardReading(G.Nodes{m.loss}, G.Nodes{dloss}, all, n.reread)
 	if err != nil {
 		return fmt.Errorf("gradients: %w", err)
 	}

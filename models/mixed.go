@@ -75,8 +75,10 @@ func WithPrecision(p precision.Policy) ModelOption {
 // other alias of them (arena.Alias).
 const backTag = 0x16b
 
-// mixed is the state of building a graph under a 16-bit policy.
+// mixed is the pass of a 16-bit policy: the hook (builder.go) that
+// builds the casts as the layers build the graph.
 type mixed struct {
+	noHook
 	policy  precision.Policy
 	act, wt arena.Dtype         // storage of activations and gradients; of weights as the GEMMs read them
 	stored  map[*G.Node]*G.Node // an op output, and the cast up its readers read, -> its 16-bit copy
@@ -145,48 +147,43 @@ func GEMMPath(p precision.Policy) string {
 	return "sgemm"
 }
 
-// store rounds an op output x of the forward to the storage format: the
+// output rounds an op output x of the forward to the storage format: the
 // 16-bit copy where x is produced, and the cast up that x's readers get
-// in its place. Without a 16-bit policy, and for the loss and views, it
-// is x.
-func (n *builder) store(x *G.Node) *G.Node {
-	mp := n.mp
-	if mp == nil || mp.act == arena.F32 || n.err != nil || x == nil || x.Dtype() != tensor.Float32 {
-		return x
+// in its place. The loss and views are x.
+func (mp *mixed) output(x *G.Node) (*G.Node, error) {
+	if mp.act == arena.F32 || x == nil || x.Dtype() != tensor.Float32 {
+		return x, nil
 	}
 	if ops.IsCrossEntropy(x.Op()) { // the loss
-		return x
+		return x, nil
 	}
 	if op, ok := x.Op().(arena.Viewer); ok && op.IsView() {
-		return x // its input is stored already
+		return x, nil // its input is stored already
 	}
 	x16, up, err := castPair(x, mp.act)
 	if err != nil {
-		n.err = err
-		return nil
+		return nil, err
 	}
 	mp.stored[x], mp.stored[up] = x16, x16
-	return up
+	return up, nil
 }
 
 // weight is the parameter node w as a matrix product reads it: under a
 // policy with 16-bit weights, the cast up of its 16-bit copy (made once
 // per graph); otherwise w.
-func (n *builder) weight(w *G.Node) *G.Node {
-	mp := n.mp
-	if mp == nil || mp.wt == arena.F32 || n.err != nil {
-		return w
+func (mp *mixed) weight(w *G.Node) (*G.Node, error) {
+	if mp.wt == arena.F32 {
+		return w, nil
 	}
 	if up, ok := mp.weights[w]; ok {
-		return up
+		return up, nil
 	}
 	w16, up, err := castPair(w, mp.wt)
 	if err != nil {
-		n.err = err
-		return nil
+		return nil, err
 	}
 	mp.weights[w], mp.stored[up], mp.copies[w16] = up, w16, true
-	return up
+	return up, nil
 }
 
 // castPair is x cast down to the 16-bit type to, and that cast back up.
@@ -198,36 +195,25 @@ func castPair(x *G.Node, to arena.Dtype) (low, up *G.Node, err error) {
 	return low, up, err
 }
 
-// matmulW is x·wᵀ for a weight w [out, in]: a linear layer's product (x
-// (N, in) -> (N, out)) or the head's. Under a 16-bit policy w is read
-// rounded (weight), and on the bf16 speed path the product runs on
-// internal/bf16gemm. The product is not stored: a linear layer is one op
-// (x·Wᵀ + b, as torch's addmm), whose output is rounded once, after the
-// bias.
-func (n *builder) matmulW(x, w *G.Node) *G.Node {
-	w = n.weight(w)
-	if n.err != nil {
-		return nil
+// matmul is x·wᵀ for a weight w [out, in] with w read rounded (weight),
+// on internal/bf16gemm on the bf16 speed path. The product itself is not
+// rounded: a linear layer is one op (x·Wᵀ + b, as torch's addmm), whose
+// output is rounded once, after the bias (output).
+func (mp *mixed) matmul(x, w *G.Node) (*G.Node, error) {
+	w, err := mp.weight(w)
+	if err != nil {
+		return nil, err
 	}
 	mul := arena.MatMul
-	if n.mp != nil && n.mp.gemm16 {
+	if mp.gemm16 {
 		mul = ops.Gemm16
 	}
-	y, err := mul(x, w, false, true) // (N, out)
-	if err != nil {
-		n.err = err
-	}
-	return y
+	return mul(x, w, false, true) // (N, out)
 }
 
-// reader is the substitution BackwardReading makes under a 16-bit policy,
-// or nil.
-func (mp *mixed) reader() func(*G.Node) (*G.Node, error) {
-	if mp == nil {
-		return nil
-	}
-	return mp.read
-}
+// copyOf is the 16-bit copy a stored value (an op output or its cast up,
+// a weight's cast up) is kept as, or nil.
+func (mp *mixed) copyOf(x *G.Node) *G.Node { return mp.stored[x] }
 
 // read is what the backward reads for the forward value x: for a stored
 // value (an op output or its cast up, a weight's cast up), a cast up of

@@ -200,26 +200,38 @@ type passRec struct {
 	again []*G.Node   // a backward's recomputed attention cores (selective)
 }
 
-// segment adds one forward of seg on input in.
-func (n *builder) segment(seg Segment, in, idx, pos, tgt *G.Node) segCopy {
+// passLog is the hook of a scheduled build: it records the attention
+// cores the layers make (a selective backward recomputes them) and the
+// dropout masks of the pass being built (a stateful generator draws them
+// pass by pass).
+type passLog struct {
+	noHook
+	cores []attnCore  // every attention core built, in order
+	masks []maskInput // the masks of the pass being built
+}
+
+func (l *passLog) core(c attnCore)   { l.cores = append(l.cores, c) }
+func (l *passLog) mask(mk maskInput) { l.masks = append(l.masks, mk) }
+
+// segment adds one forward of seg on input in (again: a recomputation).
+func (n *builder) segment(log *passLog, seg Segment, in, idx, pos, tgt *G.Node, again bool) segCopy {
 	c := segCopy{in: in}
-	first := len(n.cores)
+	first := len(log.cores)
+	for _, h := range n.hooks {
+		h.forward(n, seg, in, again)
+	}
 	switch seg.Kind {
 	case SegEmbed:
 		c.out = n.embed(idx, pos) // (B*T, C)
 	case SegAttn:
 		c.out = n.attnHalf(in, seg.Layer) // (B*T, C)
 	case SegMLP:
-		if n.stat != nil && seg.Layer == 0 {
-			update := !(n.recomputing && n.statGuard)
-			n.statNodes = append(n.statNodes, n.do(func() (*G.Node, error) { return ops.UpdateMean(in, n.stat, update) })) // (1)
-		}
 		c.out = n.mlpHalf(in, seg.Layer) // (B*T, C)
 	case SegHead:
 		c.logits = n.head(in)                                                            // (B*T, V)
 		c.out = n.do(func() (*G.Node, error) { return ops.CrossEntropy(c.logits, tgt) }) // (1)
 	}
-	c.cores = n.cores[first:]
+	c.cores = log.cores[first:]
 	return c
 }
 
@@ -250,16 +262,16 @@ func segParams(p *Params, seg Segment) []string {
 	return out
 }
 
-// scheduled builds a training step by its schedule into n's graph: the
-// loss (of the first forward of the head), the logits, and every
-// parameter's gradient nodes (in Params order; c_attn's three row blocks
-// each). Each backward differentiates the latest forward of its segment
-// with respect to that forward's input and the segment's parameters.
-func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss, logits *G.Node, grads [][]*G.Node, err error) {
+// scheduled builds a training step by its schedule into n's graph, whose
+// hooks include log: the loss (of the first forward of the head), the
+// logits, every parameter's gradient nodes (in Params order; c_attn's
+// three row blocks each), and what each pass added. Each backward
+// differentiates the latest forward of its segment with respect to that
+// forward's input and the segment's parameters.
+func (n *builder) scheduled(s StepSchedule, log *passLog, idx, pos, tgt, dloss *G.Node) (loss, logits *G.Node, grads [][]*G.Node, passes []passRec, err error) {
 	if err := s.Validate(n.cfg); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	n.passes = nil
 	chain := Chain(n.cfg)
 	latest := make([]*segCopy, len(chain))
 	dy := make([]*G.Node, len(chain)) // the gradient of each segment's output
@@ -270,15 +282,16 @@ func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss,
 			break
 		}
 		rec := passRec{Pass: pass}
-		made, madeMasks := len(n.g.AllNodes()), len(n.masks)
+		made := len(n.g.AllNodes())
+		log.masks = nil
 		record := func() {
 			for _, x := range n.g.AllNodes()[made:] {
 				if x.Op() != nil && n.g.From(x.ID()).Len() > 0 {
 					rec.ops = append(rec.ops, x)
 				}
 			}
-			rec.masks = n.masks[madeMasks:]
-			n.passes = append(n.passes, rec)
+			rec.masks = log.masks
+			passes = append(passes, rec)
 		}
 		seg := chain[pass.Seg]
 		if !pass.Backward {
@@ -289,8 +302,7 @@ func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss,
 					in = n.do(func() (*G.Node, error) { return n.view(in, i+1) })
 				}
 			}
-			n.recomputing = latest[pass.Seg] != nil
-			c := n.segment(seg, in, idx, pos, tgt)
+			c := n.segment(log, seg, in, idx, pos, tgt, latest[pass.Seg] != nil)
 			c.selective = pass.Selective
 			if latest[pass.Seg] == nil && seg.Kind == SegHead {
 				loss, logits = c.out, c.logits
@@ -319,9 +331,9 @@ func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss,
 		if c.selective && len(c.cores) > 0 {
 			again = n.recomputeCores(c.cores, i+1, &rec.again)
 		}
-		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, readThrough(again, n.mp.reader()))
+		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, readThrough(again, n.reread))
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("%v: %w", pass, err)
+			return nil, nil, nil, nil, fmt.Errorf("%v: %w", pass, err)
 		}
 		k := 0
 		for _, name := range names {
@@ -337,12 +349,12 @@ func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss,
 		record()
 	}
 	if n.err != nil {
-		return nil, nil, nil, n.err
+		return nil, nil, nil, nil, n.err
 	}
 	for _, name := range n.p.Names() {
 		cs := contrib[name]
 		if len(cs) == 0 {
-			return nil, nil, nil, fmt.Errorf("gradients: no backward reads %s", name)
+			return nil, nil, nil, nil, fmt.Errorf("gradients: no backward reads %s", name)
 		}
 		parts := make([]*G.Node, len(cs[0]))
 		for j := range parts {
@@ -351,12 +363,12 @@ func (n *builder) scheduled(s StepSchedule, idx, pos, tgt, dloss *G.Node) (loss,
 				terms = append(terms, c[j])
 			}
 			if parts[j], err = sumNodes(terms); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 		}
 		grads = append(grads, parts)
 	}
-	return loss, logits, grads, nil
+	return loss, logits, grads, passes, nil
 }
 
 // recomputeCores is the read of a selective backward: the probabilities
@@ -381,7 +393,12 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 				if err != nil {
 					return nil, err
 				}
-				rc := n.attnScores(attnCore{layer: c.layer, q: q, k: k, mask: c.mask, scale: c.scale})
+				rc := attnCore{layer: c.layer, q: q, k: k, mask: c.mask}
+				rc.scores, rc.probs = n.causalSoftmax(q, k) // (B*H, T, T)
+				rc.dropped = rc.probs
+				if rc.mask != nil { // the first forward's mask
+					rc.dropped = n.do(func() (*G.Node, error) { return arena.Masked(rc.probs, rc.mask) }) // (B*H, T, T)
+				}
 				if n.err != nil {
 					return nil, n.err
 				}
@@ -402,31 +419,15 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 }
 
 // view is a recomputation's input x, read again after the forward that
-// made it: an alias of x tagged with the pass, or under a 16-bit policy
-// the cast up of x's 16-bit copy, so the forward's float32 copy of x
-// still dies in the forward and what the recomputation keeps waiting is
-// 16-bit.
+// made it: what the hooks read for it (under a 16-bit policy the cast up
+// of x's 16-bit copy, so the forward's float32 copy of x still dies in
+// the forward and what the recomputation keeps waiting is 16-bit), or an
+// alias of x tagged with the pass.
 func (n *builder) view(x *G.Node, tag int) (*G.Node, error) {
-	if n.mp != nil {
-		if up, err := n.mp.read(x); err != nil || up != nil {
-			return up, err
-		}
+	if up, err := n.reread(x); err != nil || up != nil {
+		return up, err
 	}
 	return arena.Alias(x, tag)
-}
-
-// same reports whether v is the forward value x: x itself or, under a
-// 16-bit policy, another face of x's 16-bit copy (the op's own output
-// beside the cast up its readers read).
-func (n *builder) same(v, x *G.Node) bool {
-	if v == x {
-		return true
-	}
-	if n.mp == nil {
-		return false
-	}
-	x16, ok := n.mp.stored[x]
-	return ok && n.mp.stored[v] == x16
 }
 
 // readThrough is the backward's read under both passes: a core the

@@ -3,7 +3,6 @@ package models
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	G "gorgonia.org/gorgonia"
@@ -126,8 +125,8 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 			x := n.linear(h, w(part+".weight", Cs, C), w(part+".bias", Cs))               // (B*T, C/P)
 			qkv[i] = n.do(func() (*G.Node, error) { return ops.SplitHeads(x, B, T, Hs) }) // (B*H/P, T, hs)
 		}
-		c := n.attnScores(attnCore{layer: layer, q: qkv[0], k: qkv[1], scale: 1 / math.Sqrt(float64(hs))})
-		y := n.do(func() (*G.Node, error) { return ops.CausalApply(c.dropped, qkv[2]) })                      // (B*H/P, T, hs)
+		att := n.attnCore(qkv[0], qkv[1], layer)                                                              // (B*H/P, T, T)
+		y := n.do(func() (*G.Node, error) { return ops.CausalApply(att, qkv[2]) })                            // (B*H/P, T, hs)
 		y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, Hs) })                              // (B*T, C/P)
 		return n.do(func() (*G.Node, error) { return arena.MatMul(y, w("proj.weight", C, Cs), false, true) }) // (B*T, C) partial
 	}); err != nil {

@@ -114,7 +114,8 @@ func NewUnit(cfg Config, p *Params, seg Segment, B, T int, opts ...ModelOption) 
 // the forward and its backward from dy.
 func (u *Unit) build(train bool, o modelOptions) (*unitGraph, error) {
 	g := G.NewGraph()
-	n := newBuilder(g, u.cfg, u.params, u.B, u.T, true, nil) // a training segment: dropout in both programs
+	masks := &maskList{}
+	n := newBuilder(g, u.cfg, u.params, u.B, u.T, true, nil, masks) // a training segment: dropout in both programs
 	N, C := u.B*u.T, u.cfg.Embd
 	gr := &unitGraph{}
 	var x *G.Node
@@ -142,7 +143,7 @@ func (u *Unit) build(train bool, o modelOptions) (*unitGraph, error) {
 	if n.err != nil {
 		return nil, fmt.Errorf("build %v: %w", u.Seg, n.err)
 	}
-	gr.masks = n.masks
+	gr.masks = masks.all
 	retain := G.Nodes{gr.out}
 	if gr.logits != nil { // the head's logits stay live to the end of the program
 		retain = append(retain, gr.logits)

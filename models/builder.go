@@ -1,0 +1,186 @@
+package models
+
+// builder.go: the graph builder the layer functions of layers.go are
+// methods of, and the hook through which a pass (mixed.go, recompute.go,
+// runningmean.go, dropout.go) changes or watches what they build.
+
+import (
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/planner/arena"
+)
+
+// builder builds the GPT's nodes into a graph, one method per layer as
+// nanoGPT's model.py reads. A graph holds B rows of T tokens: the query
+// length T. The keys are the same T tokens (training, evaluation, the
+// full-window sampler) unless a KV cache is given, in which case they are
+// the tokens the cache holds plus these T, at positions offset … offset+T-1
+// where the offset is the cache's length at run time (prefill: 0; decode:
+// the tokens so far). The position offset reaches the model through the
+// pos input (filled by the caller) and the cache.
+//
+// The first error stops the building; later calls return nil, so the
+// model reads top to bottom without a check per line.
+type builder struct {
+	g     *G.ExprGraph
+	cfg   Config
+	p     *Params
+	B, T  int
+	train bool               // dropout masks (when cfg.Dropout > 0)
+	kv    *KVCache           // nil: attend over this graph's own T tokens
+	wrt   map[string]G.Nodes // parameter name -> its nodes (c_attn: three row blocks)
+	masks int                // dropout mask inputs made (dropout.go numbers their names)
+	hooks []hook             // the passes applied as the graph is built, in order
+	err   error
+}
+
+// hook is how a pass over the graph is applied while the layers build it:
+// the builder calls every hook, in order, at each of the points below.
+// A pass embeds noHook and implements the points it needs: the casts of
+// a precision policy (mixed: output, matmul, read, copyOf), the record of
+// a scheduled step (passLog: core, mask), the running statistic
+// (runningMean: forward), the dropout masks a graph feeds (maskList:
+// mask).
+type hook interface {
+	// output sees each op output x the layers make (in builder.do); the
+	// graph's readers of x read the node it returns instead.
+	output(x *G.Node) (*G.Node, error)
+	// matmul makes x·wᵀ for a weight w [out, in] (a linear layer's
+	// product, the head's), or returns nil to leave it to the next hook
+	// (after the last: arena.MatMul).
+	matmul(x, w *G.Node) (*G.Node, error)
+	// read is what a reader after the forward (a backward, a
+	// recomputation) reads for the forward value x, or nil for x itself.
+	read(x *G.Node) (*G.Node, error)
+	// copyOf is the node the forward value x is kept as (nil: x itself);
+	// two values kept as one node are the same value.
+	copyOf(x *G.Node) *G.Node
+	// forward sees the start of a forward of segment seg on its input in
+	// (nil for the embedding) in a scheduled step; again marks a
+	// recomputation.
+	forward(n *builder, seg Segment, in *G.Node, again bool)
+	// core sees each attention core the layers make (layers.go).
+	core(c attnCore)
+	// mask sees each dropout mask input the layers make (dropout.go).
+	mask(mk maskInput)
+}
+
+// noHook implements every point of hook as doing nothing.
+type noHook struct{}
+
+func (noHook) output(x *G.Node) (*G.Node, error)        { return x, nil }
+func (noHook) matmul(_, _ *G.Node) (*G.Node, error)     { return nil, nil }
+func (noHook) read(*G.Node) (*G.Node, error)            { return nil, nil }
+func (noHook) copyOf(*G.Node) *G.Node                   { return nil }
+func (noHook) forward(*builder, Segment, *G.Node, bool) {}
+func (noHook) core(attnCore)                            {}
+func (noHook) mask(maskInput)                           {}
+
+func newBuilder(g *G.ExprGraph, cfg Config, p *Params, B, T int, train bool, kv *KVCache, hooks ...hook) *builder {
+	return &builder{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}, hooks: hooks}
+}
+
+// do runs one graph-building call unless an earlier one failed, and hands
+// its output to the hooks (output).
+func (n *builder) do(f func() (*G.Node, error)) *G.Node {
+	if n.err != nil {
+		return nil
+	}
+	x, err := f()
+	if err != nil {
+		n.err = err
+		return x
+	}
+	if n.err != nil { // a call inside f failed
+		return x
+	}
+	for _, h := range n.hooks {
+		if x, err = h.output(x); err != nil {
+			n.err = err
+			return nil
+		}
+	}
+	return x
+}
+
+// matmul is x·wᵀ for a weight w [out, in] (MatMul with TransB: w read in
+// place): x (N, in) -> (N, out), made by the first hook that makes it.
+func (n *builder) matmul(x, w *G.Node) (*G.Node, error) {
+	for _, h := range n.hooks {
+		if y, err := h.matmul(x, w); err != nil || y != nil {
+			return y, err
+		}
+	}
+	return arena.MatMul(x, w, false, true)
+}
+
+// reread is what a reader after the forward reads for the forward value
+// x: the first hook's substitute, or nil for x itself (BackwardReading's
+// read).
+func (n *builder) reread(x *G.Node) (*G.Node, error) {
+	for _, h := range n.hooks {
+		if r, err := h.read(x); err != nil || r != nil {
+			return r, err
+		}
+	}
+	return nil, nil
+}
+
+// same reports whether v is the forward value x: x itself or another
+// face of the node x is kept as (copyOf).
+func (n *builder) same(v, x *G.Node) bool {
+	if v == x {
+		return true
+	}
+	for _, h := range n.hooks {
+		if c := h.copyOf(x); c != nil {
+			return h.copyOf(v) == c
+		}
+	}
+	return false
+}
+
+// input adds a node bound to data viewed as shape.
+func (n *builder) input(name string, data any, shape ...int) *G.Node {
+	t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
+	return G.NewTensor(n.g, t.Dtype(), len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(t))
+}
+
+// param is the node of a parameter (its storage in the Params), made
+// once: the token embedding read by the embedding and the head is one
+// node, so its two gradients are summed by Backward.
+func (n *builder) param(name string) *G.Node {
+	if x, ok := n.wrt[name]; ok {
+		return x[0]
+	}
+	x := n.input(name, n.p.Slice(name), n.p.Shape(name)...)
+	n.wrt[name] = G.Nodes{x}
+	return x
+}
+
+// paramRows is rows [lo, hi) of a parameter's first axis as a node of its
+// own (a view of the same memory): q, k and v of c_attn.
+func (n *builder) paramRows(name, part string, lo, hi int) *G.Node {
+	shape := n.p.Shape(name)
+	row := 1
+	for _, d := range shape[1:] {
+		row *= d
+	}
+	sub := append([]int{hi - lo}, shape[1:]...)
+	x := n.input(name+"."+part, n.p.Slice(name)[lo*row:hi*row], sub...)
+	n.wrt[name] = append(n.wrt[name], x)
+	return x
+}
+
+// paramNodes lists every parameter node in the order of Params.Names (the
+// three row blocks of c_attn in order), and the number of nodes of each.
+func (n *builder) paramNodes() (G.Nodes, []int) {
+	var all G.Nodes
+	counts := make([]int, len(n.p.Names()))
+	for i, name := range n.p.Names() {
+		all = append(all, n.wrt[name]...)
+		counts[i] = len(n.wrt[name])
+	}
+	return all, counts
+}
