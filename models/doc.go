@@ -1,23 +1,41 @@
 // Package models owns the small GPT of gptlab: configuration presets
 // (Config, Preset), parameters under nanoGPT's names in one backing slice
-// (Params), the layer functions the graphs are built from (layers.go:
-// embed, linear, attention, mlp, the two halves of a block, head, as
-// nanoGPT's model.py reads), the graphs built from them — a training or
-// evaluation step (Model), a KV-cached decoder (Decoder: prefill and one-
-// token decode), a segment of the forward as a unit with its own backward
-// (Unit, Chain) — their reverse-mode differentiation (Backward), AdamW
-// exactly as torch.optim.AdamW with a hook between the backward and the
-// update (Trainer.GradHook) and each gradient's moment in the schedule
-// (GradSchedule, OnGradReady), mixed-precision steps under a precision
-// policy (WithPrecision: 16-bit casts at the op boundaries, 16-bit saved
-// activations, Memory, WatchUnderflow; dynamic loss scaling in the
-// Trainer), counter-based dropout masks, and parameters and training
-// checkpoints as safetensors files. Data, tokenizer, corpus, batching,
-// sampling and the training loop live in this package too, in their own
-// files. It does not own memory planning (package planner), the executor
-// and its generic ops (package planner/arena), precision conversion
-// (package precision), parallelism (package parallel), or the safetensors
-// format and atomic writes (internal/safetensors, internal/atomicfile).
+// (Params), the layer functions the graphs are built from, the graphs
+// built from them — a training or evaluation step (Model), a KV-cached
+// decoder (Decoder: prefill and one-token decode), a segment of the
+// forward as a unit with its own backward (Unit, Chain), a Megatron
+// shard of a block (BlockShard) — their reverse-mode differentiation
+// (Backward), AdamW exactly as torch.optim.AdamW with a hook between the
+// backward and the update (Trainer.GradHook) and each gradient's moment
+// in the schedule (GradSchedule, OnGradReady), and parameters and
+// training checkpoints as safetensors files. Data, tokenizer, corpus,
+// batching, sampling and the training loop live in this package too. It
+// does not own memory planning (package planner), the executor and its
+// generic ops (package planner/arena), precision conversion (package
+// precision), parallelism (package parallel), or the safetensors format
+// and atomic writes (internal/safetensors, internal/atomicfile).
+//
+// The model and the passes over its graph, a file each:
+//
+//	layers.go       the GPT as nanoGPT's model.py reads: embed, linear,
+//	                layerNorm, attention, mlp, the two halves of a block, head
+//	builder.go      the graph builder those are methods of, and the hook
+//	                interface through which a pass changes or watches them
+//	dropout.go      dropout's mask inputs and the list a graph feeds; rng.go
+//	                their generators (counter-based or stateful, WithRNG)
+//	mixed.go        the casts of a 16-bit precision policy (WithPrecision);
+//	                mixed_memory.go what its step keeps (Memory, WatchUnderflow)
+//	recompute.go    step schedules (gradient checkpointing, Megatron's
+//	                selective recomputation of attention cores); chaincost.go
+//	                what each pass of one costs (PassCosts, MeasureChain)
+//	runningmean.go  the running statistic in the forward (WithRunningMean)
+//	shard.go        a block split over ranks, Megatron-style (BlockShard)
+//	gpt.go, decoder.go, unit.go  the graphs: Model, Decoder, Unit
+//
+// A pass is applied as the layers build the graph, not written into them:
+// the builder hands every op output, weight product, attention core and
+// dropout mask to its hooks in order (builder.go), and the plain float32
+// model is the builder with no hook but the mask list.
 //
 // The graphs are gorgonia graphs of the ops of package models/ops
 // (AddBias/ColSum, LayerNorm, GELU, SplitHeads/MergeHeads, the causal

@@ -1,5 +1,9 @@
 package models
 
+// mixed.go: mixed-precision training as a pass over the graph: the hook
+// (mixed) that casts op outputs and weights to a 16-bit policy's formats
+// as the layers build, and what the backward reads in their place.
+
 import (
 	"fmt"
 

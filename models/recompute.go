@@ -1,5 +1,10 @@
 package models
 
+// recompute.go: what a training step recomputes: step schedules
+// (StepSchedule: forwards, recomputations, backwards in order), the
+// scheduled build of a Model, and Megatron's selective recomputation of
+// attention cores, recorded by the passLog hook.
+
 import (
 	"fmt"
 	"slices"

@@ -1,5 +1,9 @@
 package models
 
+// shard.go: tensor parallelism, a transformer block split Megatron-style
+// over ranks (BlockShard), each piece built from the layer functions on
+// its slice of the parameters.
+
 import (
 	"errors"
 	"fmt"
