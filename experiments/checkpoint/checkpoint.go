@@ -234,6 +234,9 @@ func checkpointShape(ctx context.Context, name string, mc models.Config, cfg *ch
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := res.sweepBudgets(ctx, ch, p, idx, tgt, opt.Seed, cfg); err != nil {
 		return nil, err
 	}

@@ -43,6 +43,9 @@ func (res *ckShapeResult) sweepBudgets(ctx context.Context, ch *lab.Chain, p *mo
 	res.smallest = ch.SmallestFeasible()
 	none := res.rows[0]
 	for i := range cfg.Budgets {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		budget := res.smallest + (none.peak-res.smallest)*int64(i)/int64(cfg.Budgets-1)
 		br, err := ch.BestWithin(budget, plan)
 		if errors.Is(err, lab.ErrBudget) && i == 0 { // the model's minimum may plan a little higher

@@ -113,6 +113,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		stop() // the default behaviour again: a second signal ends the process
 		select {
 		case err := <-done:
+			if err == nil || errors.Is(err, errChecksFailed) { // it finished as the signal came: still an interrupt
+				err = lab.Interruptedf("interrupted as the command finished; what it printed and saved is complete")
+			}
 			return exitStatus(err, stderr)
 		case <-time.After(interruptGrace):
 			fmt.Fprintln(stderr, "gptlab: interrupted; nothing saved")

@@ -62,6 +62,12 @@ func exitGate(ctx context.Context, rf *runFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if ctx.Err() != nil { // after the last lab, before the summary
+		if len(saved) > 0 {
+			return lab.Interruptedf("interrupted after the last lab; the reports of %s are saved under %s, the summary is not", strings.Join(saved, ", "), out)
+		}
+		return lab.Interruptedf("interrupted after the last lab; %s", nothingSaved(out, "the summary is written at the end"))
+	}
 	gate.Config.Set("seed", *rf.seed)
 	gate.Config.Set("quick", rf.quick)
 	if out != "" {
