@@ -173,9 +173,9 @@ func isHelpFlag(s string) bool { return s == "-h" || s == "-help" || s == "--hel
 
 // dispatch finds the command args name and runs it.
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, topUsage())
-		return lab.Usagef("no command given (gptlab help lists them)")
+	if len(args) == 0 { // as go and git do: a short start, not an error
+		_, err := fmt.Fprint(stdout, start)
+		return err
 	}
 	if isHelpFlag(args[0]) {
 		_, err := fmt.Fprint(stdout, topUsage())

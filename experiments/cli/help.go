@@ -80,6 +80,18 @@ func writeUsage(w io.Writer, indent, line string) {
 }
 
 // topUsage is `gptlab help`.
+// start is what gptlab with no arguments prints: what it is and the first
+// commands to try.
+const start = `gptlab runs the labs of "Memory Planning, Precision, and Distributed Execution" on a
+small GPT, and prints each lab's measurements and checks as a table report.
+
+Try:
+  gptlab exit-gate --quick     every lab, quick, and a summary of its checks (under a minute)
+  gptlab run reuse --quick     one lab: buffer liveness and reuse
+  gptlab list                  the labs
+  gptlab help                  every command, its flags, the exit statuses
+`
+
 func topUsage() string {
 	var b strings.Builder
 	b.WriteString("gptlab runs the labs of \"Memory Planning, Precision, and Distributed Execution\".\n\nusage:\n")
