@@ -49,7 +49,7 @@ func TestMainExitStatus(t *testing.T) {
 		status int
 		stderr string // a word the one-line message must contain
 	}{
-		{"no command", nil, 2, "no command"},
+		{"no command: a short start", nil, 0, ""},
 		{"list", []string{"list"}, 0, ""},
 		{"help", []string{"help"}, 0, ""},
 		{"help for a lab", []string{"help", "test-probe"}, 0, ""},

@@ -86,7 +86,7 @@ func (p *CheckpointPolicy) UnmarshalText(b []byte) error {
 // Check fits the policy to a model of the given layer count.
 func (p CheckpointPolicy) Check(layers int) error {
 	if p.Kind == "every" && (p.K < 1 || p.K > layers) {
-		return fmt.Errorf("K = %d, want 1 to the layer count %d", p.K, layers)
+		return fmt.Errorf("every:K with K = %d: want 1 to the layer count %d", p.K, layers)
 	}
 	return nil
 }
