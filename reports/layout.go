@@ -90,15 +90,23 @@ func wrap(s string, width int) []string {
 // for reports and help alike.
 func Wrap(s string, width int) []string { return wrap(s, width) }
 
-// cut splits s after the most runes that fit in width columns (at least one).
+// cut splits s after the most runes that fit in width columns (at least
+// one), after the last comma among them when there is one: a list
+// (4,16,64,256) breaks between its items, never inside a number.
 func cut(s string, width int) (string, string) {
-	w := 0
+	w, comma := 0, -1
 	for i, r := range s {
 		rw := textWidth(string(r))
 		if w+rw > width && i > 0 {
+			if comma > 0 {
+				return s[:comma], s[comma:]
+			}
 			return s[:i], s[i:]
 		}
 		w += rw
+		if r == ',' {
+			comma = i + 1
+		}
 	}
 	return s, ""
 }

@@ -142,6 +142,10 @@ func TestWrapAndShorten(t *testing.T) {
 		{"x\ny z", 10, []string{"x", "y z"}},
 		{"", 5, []string{""}},
 		{"µs ≤ ×", 2, []string{"µs", "≤", "×"}},
+		// a list breaks after a comma, never inside a number
+		{"4,16,64,256,1024,4096", 10, []string{"4,16,64,", "256,1024,", "4096"}},
+		{"1024,2048,4096", 6, []string{"1024,", "2048,", "4096"}},
+		{"123456789,1", 4, []string{"1234", "5678", "9,1"}},
 	} {
 		got := wrap(tc.in, tc.width)
 		if strings.Join(got, "|") != strings.Join(tc.want, "|") {

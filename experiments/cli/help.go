@@ -232,7 +232,10 @@ func writeLabHelp(w io.Writer, l *lab.Lab) error {
 		return err
 	}
 	t := settingsTable(l.Defaults(), quick)
-	fmt.Fprintf(w, "settings of gptlab run %s --set key=value (--quick: the defaults it shrinks, before --set):\n", l.Name)
+	intro := fmt.Sprintf("settings of gptlab run %s --set key=value (the --quick column: the value --quick gives, \"=\" where it keeps the default; --set wins over both):", l.Name)
+	for _, line := range reports.Wrap(intro, reports.Width) {
+		fmt.Fprintln(w, line)
+	}
 	return t.WriteText(w, reports.Width)
 }
 
