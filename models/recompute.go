@@ -399,6 +399,7 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 					return nil, err
 				}
 				rc := attnCore{layer: c.layer, q: q, k: k, mask: c.mask}
+				first := len(n.g.AllNodes())                // what the recomputation runs, past its views of q and k
 				rc.scores, rc.probs = n.causalSoftmax(q, k) // (B*H, T, T)
 				rc.dropped = rc.probs
 				if rc.mask != nil { // the first forward's mask
@@ -409,9 +410,10 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 				}
 				r = &rc
 				again[c.probs] = r
-				*made = append(*made, rc.scores, rc.probs)
-				if rc.dropped != rc.probs {
-					*made = append(*made, rc.dropped)
+				for _, x := range n.g.AllNodes()[first:] { // the core's ops (and a policy's casts of them)
+					if x.Op() != nil {
+						*made = append(*made, x)
+					}
 				}
 			}
 			if isProbs {

@@ -189,3 +189,26 @@ func TestRunningMeanGuard(t *testing.T) {
 		t.Errorf("unguarded %+v: want 6 updates and another mean than %v", naive, plain.Mean)
 	}
 }
+
+// TestSelectiveWorkCounted: the work a selective backward runs again is
+// the attention cores' ops, under a precision policy too (plus the casts
+// of what they store): once only the casts were counted under bf16.
+func TestSelectiveWorkCounted(t *testing.T) {
+	cfg, _ := Preset("small")
+	cfg.Dropout = 0.1
+	p := NewParams(cfg, 3)
+	sel := PlainStepSchedule(cfg).Selective(cfg)
+	share := map[string]float64{}
+	for _, pol := range []string{"f32", "bf16"} {
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithPrecision(policy(t, pol)), WithStepSchedule(sel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fwd, again := m.Work()
+		m.Close()
+		share[pol] = again / fwd
+	}
+	if !(share["f32"] > 0.01) || share["bf16"] < share["f32"] {
+		t.Errorf("selective recomputation's share of a forward: f32 %.4f, bf16 %.4f; want f32's above 1%% and bf16's at least f32's", share["f32"], share["bf16"])
+	}
+}
