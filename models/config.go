@@ -30,8 +30,8 @@ var presets = map[string]Config{
 // PresetNames lists the preset names in a fixed order.
 func PresetNames() []string { return []string{"tiny", "small", "baby"} }
 
-// Preset returns the named configuration of DESIGN.md ("tiny", "small",
-// "baby"), with dropout 0.
+// Preset returns the named configuration ("tiny", "small", "baby"), with
+// dropout 0.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
