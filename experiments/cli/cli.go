@@ -61,6 +61,13 @@ func init() {
 	})
 }
 
+// flagGiven reports whether the flag was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 // noArgs refuses positional arguments.
 func noArgs(name string, args []string) error {
 	if len(args) > 0 {

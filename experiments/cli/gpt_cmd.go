@@ -69,6 +69,9 @@ func gptTrainCommand(fs *flag.FlagSet) Runner {
 		if *resume != "" && len(sets) > 0 {
 			return lab.Usagef("gpt train: --set cannot be combined with --resume (the checkpoint holds the settings)")
 		}
+		if *resume != "" && flagGiven(fs, "seed") {
+			return lab.Usagef("gpt train: --seed cannot be combined with --resume (the checkpoint holds its seed)")
+		}
 		cfg := gptTrainDefaults
 		if err := lab.ApplySets(&cfg, sets); err != nil {
 			return err
