@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
@@ -38,6 +39,19 @@ func (r *Report) AttachFile(name string, data []byte) {
 
 // FigureList returns the figures attached to the report.
 func (r *Report) FigureList() []Figure { return r.figures }
+
+// FigureFiles are the names of the files WriteFigures writes, in order.
+func (r *Report) FigureFiles() []string {
+	var out []string
+	for name := range r.files {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	for _, f := range r.figures {
+		out = append(out, f.Name+".svg", f.Name+".png")
+	}
+	return out
+}
 
 // WriteFigures draws every figure into dir as SVG and PNG, atomically.
 func (r *Report) WriteFigures(dir string) error {

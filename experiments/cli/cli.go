@@ -245,6 +245,9 @@ func renderReport(r *reports.Report, format, out string, stdout io.Writer) error
 // writeReportDir writes report.md, report.json and the figures into dir,
 // each atomically; a failure names the path (exit 2).
 func writeReportDir(r *reports.Report, dir string) error {
+	if err := checkOutFiles(dir, append(reportFiles, r.FigureFiles()...)); err != nil {
+		return err // before anything is written
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return lab.Usagef("--out %s: %v", dir, pathCause(err))
 	}
@@ -265,7 +268,26 @@ func writeReportDir(r *reports.Report, dir string) error {
 // checkOutDir checks that dir is, or can be made, a directory gptlab can
 // write in, without creating anything: the deepest part of the path that
 // exists must be a directory where a file can be created.
+// reportFiles are the files every report writes into --out.
+var reportFiles = []string{"report.md", "report.json"}
+
+// checkOutFiles refuses an --out directory where one of the files a
+// report writes cannot go: a directory (or anything but a file) in its
+// place.
+func checkOutFiles(dir string, names []string) error {
+	for _, name := range names {
+		st, err := os.Lstat(filepath.Join(dir, name))
+		if err == nil && !st.Mode().IsRegular() {
+			return lab.Usagef("--out %s: %s is in the way of the report's %s (not a file)", dir, filepath.Join(dir, name), name)
+		}
+	}
+	return nil
+}
+
 func checkOutDir(dir string) error {
+	if err := checkOutFiles(dir, reportFiles); err != nil {
+		return err
+	}
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		st, err := os.Stat(d)
 		switch {
