@@ -26,6 +26,7 @@ func init() {
 			fmt.Fprintln(opt.Log, "linger: started")
 			time.Sleep(cfg.For)
 			r := reports.New("test-linger", "lingered")
+			r.AddTable("how long", reports.Duration("lingered", time.Millisecond, 0)).Row(cfg.For)
 			r.Check("it ran", true, "for %v", cfg.For)
 			return r, nil
 		}))
