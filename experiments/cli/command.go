@@ -210,6 +210,13 @@ func execute(ctx context.Context, c *Command, args []string, stdout, stderr io.W
 	run := c.Setup(fs)
 	pos, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
+		if c.Name == "run" { // run LAB --help: that lab's settings, as gptlab help LAB
+			for _, a := range args {
+				if l, err := Find(a); err == nil {
+					return writeLabHelp(stdout, l)
+				}
+			}
+		}
 		return writeCommandHelp(stdout, c)
 	}
 	if err != nil {
