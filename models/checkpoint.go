@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -120,13 +121,28 @@ func (t *Trainer) Save(path string) error {
 	return nil
 }
 
+// ErrParamsOnly marks a file that holds parameters alone (SaveParams's
+// params.safetensors, or the reference's model file) where a training
+// checkpoint is wanted; it wraps ErrCheckpoint.
+var ErrParamsOnly = fmt.Errorf("%w: the parameters alone (no vocabulary, data or AdamW state)", ErrCheckpoint)
+
 // LoadCheckpoint reads a training checkpoint written by Trainer.Save.
+// Given a file of parameters alone, its error (wrapping ErrParamsOnly)
+// names the training checkpoint to pass instead: model.safetensors beside
+// it when there is one.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCheckpoint, err)
 	}
 	ck, err := DecodeCheckpoint(b)
+	if errors.Is(err, ErrParamsOnly) {
+		beside := filepath.Join(filepath.Dir(path), "model.safetensors")
+		if st, serr := os.Stat(beside); serr == nil && st.Mode().IsRegular() && filepath.Clean(path) != beside {
+			return nil, fmt.Errorf("%s: %w: pass %s, the training checkpoint gpt train --out wrote beside it", path, err, beside)
+		}
+		return nil, fmt.Errorf("%s: %w: pass a training checkpoint (model.safetensors in the --out directory of gptlab gpt train)", path, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -134,13 +150,25 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 }
 
 // DecodeCheckpoint parses a training checkpoint held in memory. Every
-// field is checked, so a malformed file is an error, never a panic.
+// field is checked, so a malformed file is an error, never a panic; a NaN
+// or an infinity in the weights or the AdamW moments is an error wrapping
+// ErrNonFinite that names the tensor and the first bad index.
 func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 	ts, meta, err := safetensors.Decode(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
+	return decodeCheckpoint(ts, meta)
+}
+
+// decodeCheckpoint is DecodeCheckpoint on the decoded file.
+func decodeCheckpoint(ts map[string]safetensors.Tensor, meta map[string]string) (*Checkpoint, error) {
 	if f := meta["format"]; f != CheckpointFormat {
+		if _, moments := ts["adamw.m"]; !moments && f == "" {
+			if _, err := ConfigFromMetadata(meta); err == nil {
+				return nil, ErrParamsOnly
+			}
+		}
 		return nil, fmt.Errorf("%w: format %q, want %q (a training checkpoint written by gptlab gpt train)", ErrCheckpoint, f, CheckpointFormat)
 	}
 	mc, err := ConfigFromMetadata(meta)
@@ -206,10 +234,19 @@ func DecodeCheckpoint(b []byte) (*Checkpoint, error) {
 		}
 		return t.F32, nil
 	}
-	if ck.m, err = vec("adamw.m", n); err != nil {
+	moments := func(name string, want int) ([]float32, error) {
+		v, err := vec(name, want)
+		if err == nil {
+			if err = checkFinite(name, []int{want}, v); err != nil {
+				err = fmt.Errorf("%w: %w", ErrCheckpoint, err)
+			}
+		}
+		return v, err
+	}
+	if ck.m, err = moments("adamw.m", n); err != nil {
 		return nil, err
 	}
-	if ck.v, err = vec("adamw.v", n); err != nil {
+	if ck.v, err = moments("adamw.v", n); err != nil {
 		return nil, err
 	}
 	if ck.losses, err = vec("train.losses", ck.Step); err != nil {

@@ -63,7 +63,7 @@ func TestDecodeCheckpointErrors(t *testing.T) {
 	}{
 		{"empty", nil, "shorter"},
 		{"truncated", good[:len(good)/2], "data_offsets"},
-		{"plain params", plain.Bytes(), "format"},
+		{"plain params", plain.Bytes(), "parameters alone"},
 		{"bad step", edit(`"step":"1"`, `"step":"9"`), "step 9"},
 		{"bad lr", edit(`"lr":"0.001"`, `"lr":"fast!"`), "lr"},
 		{"bad batcher", overwrite(`"batcher":"`, "zz"), "batcher"},

@@ -1,12 +1,52 @@
 package models
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
 	"gptlab/internal/safetensors"
 )
+
+// ErrNonFinite marks a tensor of weights (or of AdamW moments) holding a
+// NaN or an infinity; every loader refuses such a file, naming the tensor
+// and the first bad index.
+var ErrNonFinite = errors.New("non-finite value")
+
+// firstNonFinite is the index of the first NaN or infinity in v, or -1
+// (one pass over the bits: exponent all ones).
+func firstNonFinite(v []float32) int {
+	for i, x := range v {
+		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkFinite is an error wrapping ErrNonFinite when the tensor name of
+// that shape holds a NaN or an infinity: "tensor NAME: non-finite value
+// NaN at index I" (with the element's coordinates when it has two or more
+// dimensions).
+func checkFinite(name string, shape []int, v []float32) error {
+	i := firstNonFinite(v)
+	if i < 0 {
+		return nil
+	}
+	at := ""
+	if len(shape) > 1 {
+		coord := make([]int, len(shape))
+		for k, rest := len(shape)-1, i; k >= 0; k-- {
+			if shape[k] > 0 {
+				coord[k], rest = rest%shape[k], rest/shape[k]
+			}
+		}
+		at = fmt.Sprintf(" (element %v of %v)", coord, shape)
+	}
+	return fmt.Errorf("tensor %q: %w %v at index %d%s", name, ErrNonFinite, v[i], i, at)
+}
 
 // Tensors returns every parameter as an F32 safetensors.Tensor sharing
 // p's memory, under prefix+name.
@@ -21,7 +61,8 @@ func (p *Params) Tensors(prefix string) map[string]safetensors.Tensor {
 // LoadInto copies the tensors named prefix+name into p. A missing or extra
 // tensor (when strict, every tensor under prefix must be a parameter), a
 // wrong dtype or a wrong shape is an error naming the tensor and both
-// shapes.
+// shapes; a NaN or an infinity is an error wrapping ErrNonFinite naming
+// the tensor and the first bad index. p is unchanged on an error.
 func (p *Params) LoadInto(tensors map[string]safetensors.Tensor, prefix string, strict bool) error {
 	for i, n := range p.names {
 		t, ok := tensors[prefix+n]
@@ -33,6 +74,9 @@ func (p *Params) LoadInto(tensors map[string]safetensors.Tensor, prefix string, 
 		}
 		if !slices.Equal(t.Shape, p.shapes[i]) || len(t.F32) != prod(p.shapes[i]) {
 			return fmt.Errorf("load params: tensor %q has shape %v, want %v", prefix+n, t.Shape, p.shapes[i])
+		}
+		if err := checkFinite(prefix+n, t.Shape, t.F32); err != nil {
+			return fmt.Errorf("load params: %w", err)
 		}
 	}
 	if strict {
@@ -53,13 +97,22 @@ func (p *Params) LoadInto(tensors map[string]safetensors.Tensor, prefix string, 
 	return nil
 }
 
-// LoadParams reads a checkpoint written by SaveParams or by the reference:
-// the config from __metadata__ and every parameter, strictly (no missing,
-// extra, mis-shaped or non-F32 tensor).
+// LoadParams reads the weights of a file written by SaveParams or by the
+// reference (the config from __metadata__ and every parameter, strictly:
+// no missing, extra, mis-shaped, non-F32 or non-finite tensor), or of a
+// training checkpoint written by Trainer.Save (which holds the weights:
+// it is decoded and checked whole, as LoadCheckpoint does).
 func LoadParams(path string) (*Params, error) {
 	ts, meta, err := safetensors.Read(path)
 	if err != nil {
 		return nil, err
+	}
+	if meta["format"] == CheckpointFormat {
+		ck, err := decodeCheckpoint(ts, meta)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return ck.Params, nil
 	}
 	cfg, err := ConfigFromMetadata(meta)
 	if err != nil {
@@ -72,13 +125,21 @@ func LoadParams(path string) (*Params, error) {
 	return p, nil
 }
 
-// Load reads the parameters of p's config from a checkpoint, strictly: a
-// missing, extra, mis-shaped or non-F32 tensor is an error naming it and
-// both shapes (p is unchanged then).
+// Load reads the parameters of p's config from a parameter file or a
+// training checkpoint (as LoadParams), strictly: a missing, extra,
+// mis-shaped, non-F32 or non-finite tensor is an error naming it (p is
+// unchanged then).
 func (p *Params) Load(path string) error {
-	ts, _, err := safetensors.Read(path)
+	ts, meta, err := safetensors.Read(path)
 	if err != nil {
 		return err
+	}
+	if meta["format"] == CheckpointFormat {
+		ck, err := decodeCheckpoint(ts, meta)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		ts = ck.Params.Tensors("")
 	}
 	if err := p.LoadInto(ts, "", true); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
