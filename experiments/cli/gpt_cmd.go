@@ -196,7 +196,7 @@ type gptEvalConfig struct {
 func gptEvalCommand(fs *flag.FlagSet) Runner {
 	var sets lab.SetFlag
 	fs.Var(&sets, "set", "`key=value`: data=PATH (a file with the checkpoint's characters) or eval-batches=N")
-	model := fs.String("model", "", "training checkpoint `CKPT` (written by gpt train --out)")
+	model := fs.String("model", "", "training checkpoint `CKPT`: model.safetensors of gpt train --out (params.safetensors lacks the vocabulary)")
 	format, out := reportFlags(fs, "report.md and report.json")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := noArgs("gpt eval", args); err != nil {
@@ -272,7 +272,7 @@ func gptEvalCommand(fs *flag.FlagSet) Runner {
 const maxSampleTokens = 1_000_000
 
 func gptSampleCommand(fs *flag.FlagSet) Runner {
-	model := fs.String("model", "", "checkpoint `CKPT` (written by gpt train --out)")
+	model := fs.String("model", "", "training checkpoint `CKPT`: model.safetensors of gpt train --out (params.safetensors lacks the vocabulary)")
 	prompt := fs.String("prompt", "", "text `S` to continue, in the model's characters (empty: start from token 0)")
 	tokens := fs.Int("tokens", 500, "characters `N` to generate")
 	temp := fs.Float64("temperature", 1, "divide the logits by `T`; 0 picks the most likely character")

@@ -28,7 +28,7 @@ func init() {
 }
 
 func gptGradsCommand(fs *flag.FlagSet) Runner {
-	modelPath := fs.String("model", "", "model checkpoint `M` (safetensors, F32, config in __metadata__)")
+	modelPath := fs.String("model", "", "weights `M`: params.safetensors or model.safetensors of gpt train --out, or the reference's model file")
 	batchPath := fs.String("batch", "", "batch file `B`: idx and targets, I64 or I32, shape [batch, T]")
 	outPath := fs.String("out", "", "output safetensors file `O`")
 	steps := fs.Int("adamw-steps", 0, "AdamW steps `K` to run on the batch after the gradients (lr 1e-3)")
