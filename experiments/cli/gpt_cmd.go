@@ -158,7 +158,7 @@ func gptTrainer(cfg *lab.Train, resume string, seed *int64) (*models.Trainer, er
 // gptTrainDefaults are the reference's train mode: lr 1e-3 with 100 warmup
 // steps over 2000 iterations, the preset's batch.
 var gptTrainDefaults = lab.Train{
-	Config: "tiny", Iters: 2000, LR: 1e-3, Warmup: 100, Batch: 0, Beta2: 0.95,
+	Config: "tiny", Iters: 2000, LR: 1e-3, Warmup: 0, Batch: 0, Beta2: 0.95,
 	EvalBatches: 20, SampleChars: 120, Checkpoint: lab.NoCheckpoint, Precision: precision.F32Policy,
 }
 

@@ -33,7 +33,7 @@ import (
 // a nat of the ideal model in about a minute on 2 cores; --quick trains
 // tiny for a few seconds.
 var Defaults = lab.Train{
-	Config: "small", Iters: 2000, LR: 1e-2, Warmup: 100, Batch: 0, Beta2: 0.95,
+	Config: "small", Iters: 2000, LR: 1e-2, Warmup: 0, Batch: 0, Beta2: 0.95,
 	EvalEvery: 0, EvalBatches: 20, SampleChars: 120, Checkpoint: lab.NoCheckpoint, Precision: precision.F32Policy,
 }
 
@@ -47,7 +47,6 @@ func gptQuick(c *lab.Train) {
 	c.Batch = 16
 	c.Iters = min(c.Iters, 1500)
 	c.EvalBatches = min(c.EvalBatches, 10)
-	c.Warmup = min(c.Warmup, c.Iters/10)
 }
 
 func runGPTLab(ctx context.Context, cfg *lab.Train, opt lab.Options) (*reports.Report, error) {

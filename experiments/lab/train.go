@@ -16,7 +16,7 @@ type Train struct {
 	Data        string           `set:"data" help:"UTF-8 text file; empty: the embedded Markov corpus"`
 	Iters       int              `set:"iters" help:"training steps (the schedule's length)"`
 	LR          float64          `set:"lr" help:"peak learning rate (warmup, then cosine decay to a tenth)"`
-	Warmup      int              `set:"warmup" help:"linear warmup steps"`
+	Warmup      int              `set:"warmup" help:"linear warmup steps; 0: a tenth of iters, at most 100 (the report shows the number used)"`
 	Batch       int              `set:"batch" help:"sequences per step; 0: the preset's (the report shows the number used)"`
 	Dropout     float64          `set:"dropout" help:"dropout probability"`
 	Beta2       float64          `set:"beta2" help:"AdamW's second-moment decay (the reference's 0.95)"`
@@ -40,6 +40,9 @@ func (c *Train) Setup(seed int64) (models.TrainConfig, *models.Dataset, error) {
 	}
 	if c.Precision.Name == "" {
 		c.Precision = precision.F32Policy
+	}
+	if c.Warmup == 0 { // the default adapts to the run's length; an explicit warmup over iters is refused
+		c.Warmup = min(DefaultWarmup, max(c.Iters, 0)/10)
 	}
 	if err := c.validate(); err != nil {
 		return models.TrainConfig{}, nil, err
@@ -88,6 +91,11 @@ func (c *Train) schedule(mc models.Config, seed int64) (*models.StepSchedule, er
 	}
 	return ResolveCheckpoint(c.Checkpoint, mc, models.NewParams(mc, seed), mc.Batch, mc.Block, idx, tgt)
 }
+
+// DefaultWarmup is the warmup of a long run (nanoGPT's shakespeare-char
+// setting); a run shorter than ten times it warms up over a tenth of its
+// steps.
+const DefaultWarmup = 100
 
 // MaxBatch bounds --set batch: a batch beyond it needs more memory for the
 // activations than a laptop has, at any preset.

@@ -2,7 +2,9 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"gptlab/models"
@@ -43,5 +45,36 @@ func TestTrainCheckpointedSameLosses(t *testing.T) {
 	// above is not the comparison of a run with itself.
 	if f32, bf16 := run("f32", "none"), run("bf16", "none"); slices.Equal(f32, bf16) {
 		t.Errorf("f32 and bf16 give the same losses %v: the precision setting did not reach the trainer", f32)
+	}
+}
+
+// TestWarmupAdapts: the default warmup adapts to a short run (a tenth of
+// iters, at most DefaultWarmup) and the settings show the number used;
+// only a warmup set longer than the run is refused (--set iters=20 was
+// once refused for the default's 100).
+func TestWarmupAdapts(t *testing.T) {
+	for _, tc := range []struct {
+		sets []string
+		want int
+	}{
+		{[]string{"iters=20"}, 2},
+		{[]string{"iters=5"}, 0},
+		{[]string{"iters=2000"}, DefaultWarmup},
+		{[]string{"iters=20", "warmup=7"}, 7},
+	} {
+		c := Train{Config: "tiny", LR: 1e-3, Beta2: 0.95, EvalBatches: 1}
+		if err := ApplySets(&c, tc.sets); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Setup(1); err != nil || c.Warmup != tc.want {
+			t.Errorf("--set %v: warmup %d, %v; want %d and no error", tc.sets, c.Warmup, err, tc.want)
+		}
+	}
+	c := Train{Config: "tiny", LR: 1e-3, Beta2: 0.95, EvalBatches: 1}
+	if err := ApplySets(&c, []string{"iters=20", "warmup=30"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Setup(1); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "warmup=30") {
+		t.Errorf("--set iters=20 warmup=30: %v, want bad usage naming warmup=30", err)
 	}
 }
