@@ -28,7 +28,10 @@ func init() {
 		Name:  "gpt train",
 		Usage: "[--set key=value ...] [--seed N] [--steps K] [--resume CKPT] [--format F] [--out DIR]",
 		Short: "train the GPT with a checkpoint in --out, and print the gpt lab's report",
-		Long: "The settings are the gpt lab's, with the defaults of gpt_reference.py train (listed below). " +
+		Long: "The settings are the gpt lab's, with the defaults of the PyTorch reference's train mode " +
+			"(gpt_reference.py train: tiny, lr 0.001, listed below), so a run compares with the reference's " +
+			"step for step; gptlab run gpt has the lab's (small, lr 0.01: the embedded corpus learned in about " +
+			"a minute), and gptlab help gpt shows both. " +
 			"--out DIR receives model.safetensors (parameters, AdamW state and data position, saved at every " +
 			"validation, at the end and when interrupted) and params.safetensors (the parameters alone). " +
 			"--resume continues a checkpoint exactly where it stopped; --steps stops after K more steps.",
