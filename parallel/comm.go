@@ -18,8 +18,8 @@ const DefaultDeadline = 10 * time.Second
 // Options configure Join.
 type Options struct {
 	// Transport is "auto" (or ""): shared memory when every rank is on
-	// this host, else TCP; or "shm", "tcp", or "mpi" (-tags mpi builds
-	// run under mpirun).
+	// this host (and the system has it: not Windows), else TCP; or "shm",
+	// "tcp", or "mpi" (-tags mpi builds run under mpirun).
 	Transport string
 	// Deadline bounds every wait: rendezvous, each frame, heartbeats.
 	// 0: the environment's GPTLAB_DEADLINE, else DefaultDeadline.
@@ -32,6 +32,22 @@ type Options struct {
 
 // Transports are the values Options.Transport accepts.
 var Transports = []string{"auto", "shm", "tcp", "mpi"}
+
+// CheckTransport refuses a transport Join would refuse before it starts:
+// a name not in Transports, or one this system cannot run (shm on
+// Windows: the error wraps ErrUnsupported). "" is "auto".
+func CheckTransport(name string) error {
+	switch name {
+	case "", "auto", "tcp", "mpi":
+		return nil
+	case "shm":
+		if !shmSupported {
+			return fmt.Errorf("parallel: transport shm (shared memory): %w; use tcp", ErrUnsupported)
+		}
+		return nil
+	}
+	return fmt.Errorf("parallel: transport %q: want one of auto, shm, tcp, mpi", name)
+}
 
 // Comm is one rank's communicator: the collectives of a job.
 type Comm struct {
@@ -107,6 +123,7 @@ type native interface {
 // they set up the transport. It returns once every rank has joined, or
 // fails naming the rank that did not.
 func Join(ctx context.Context, env Env, opt Options) (*Comm, error) {
+	watchLauncher()
 	d := opt.Deadline
 	if d == 0 {
 		d = env.Deadline
@@ -117,10 +134,8 @@ func Join(ctx context.Context, env Env, opt Options) (*Comm, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("parallel: deadline %v: want > 0", d)
 	}
-	switch opt.Transport {
-	case "", "auto", "shm", "tcp", "mpi":
-	default:
-		return nil, fmt.Errorf("parallel: transport %q: want one of auto, shm, tcp, mpi", opt.Transport)
+	if err := CheckTransport(opt.Transport); err != nil {
+		return nil, err
 	}
 	c := &Comm{rank: env.Rank, size: env.WorldSize, deadline: d, aborted: make(chan struct{}), plans: map[planKey]*plan{}}
 	var err error

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,29 +308,6 @@ func (ct *control) verdictSet(e *Error) {
 		}
 	}
 	writeStatus(e)
-}
-
-// The launcher's status pipe (GPTLAB_STATUS_FD), opened once per
-// process and kept open: a process may join several communicators.
-var status struct {
-	once sync.Once
-	mu   sync.Mutex
-	f    *os.File
-}
-
-// writeStatus gives the launcher the job's failure: "RANK<TAB>message".
-func writeStatus(e *Error) {
-	status.once.Do(func() {
-		if fd, err := strconv.Atoi(os.Getenv(envStatusFD)); err == nil && fd > 2 {
-			status.f = os.NewFile(uintptr(fd), "launch-status")
-		}
-	})
-	if status.f == nil {
-		return
-	}
-	status.mu.Lock()
-	defer status.mu.Unlock()
-	fmt.Fprintf(status.f, "%d\t%s\n", e.Rank, e.Error())
 }
 
 // close says goodbye (when the job has not failed), ends its side of

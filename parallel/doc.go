@@ -8,6 +8,15 @@
 // asynchronous all-reduce, and the count of every byte each rank sends and
 // receives, per collective.
 //
+// # Systems
+//
+// Linux has everything. Windows has TCP (on an engine of
+// blocking reads and writes) but no shared-memory transport: Join and
+// CheckTransport refuse "shm" with an error wrapping ErrUnsupported, and
+// "auto" picks TCP. A launched worker exits when its launcher dies, on
+// every system, because its connection to the launcher closes (Launch);
+// on Linux the parent-death signal does it too.
+//
 // It does not know the GPT, gradients, buckets or commands: the labs in
 // experiments compose it with models.
 //

@@ -20,9 +20,6 @@ const (
 	// EnvJob names the job; the launcher sets it so its shared-memory
 	// files carry a name the launcher can sweep.
 	EnvJob = "GPTLAB_JOB"
-	// envStatusFD is the descriptor on which a launched worker writes the
-	// job's failure for the launcher (see Launch).
-	envStatusFD = "GPTLAB_STATUS_FD"
 )
 
 // Env is where a rank sits in its job: torchrun's variables.
@@ -41,8 +38,13 @@ func Launched() bool { return os.Getenv(EnvRank) != "" }
 func UnderMPI() bool { return os.Getenv("OMPI_COMM_WORLD_SIZE") != "" }
 
 // FromEnv reads the job from the environment. Every variable is checked:
-// the error names the one at fault and its value.
-func FromEnv() (Env, error) { return ParseEnv(os.Getenv) }
+// the error names the one at fault and its value. A worker started by
+// Launch also connects back to its launcher here, and exits at once when
+// that connection closes (the launcher died).
+func FromEnv() (Env, error) {
+	watchLauncher()
+	return ParseEnv(os.Getenv)
+}
 
 // ParseEnv reads the job from the variables getenv returns.
 func ParseEnv(getenv func(string) string) (Env, error) {

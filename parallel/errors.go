@@ -3,6 +3,7 @@ package parallel
 import (
 	"errors"
 	"fmt"
+	"runtime"
 )
 
 // Sentinel causes of a failed collective; test with errors.Is.
@@ -21,6 +22,11 @@ var (
 	ErrClosed = errors.New("communicator closed")
 	// ErrNoMPI: the binary was built without -tags mpi.
 	ErrNoMPI = errors.New("this gptlab was built without MPI (build with -tags mpi)")
+	// ErrUnsupported: a feature this operating system does not offer (the
+	// shared-memory transport on Windows). It comes wrapped, with the
+	// feature named: test with errors.Is. It is bad input, not a failure
+	// of the job (the commands exit 2).
+	ErrUnsupported = errors.New("not supported on " + runtime.GOOS)
 )
 
 // Error is a failure of the job, the same on every rank: which rank is at

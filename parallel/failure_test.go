@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,8 +32,17 @@ func TestFailures(t *testing.T) {
 		{"corrupt", "shm", 2, "rank 1 failed: malformed frame: length", "exited with status 1", 1, deadline},
 		{"hang", "shm", 3, "rank 1 failed: deadline passed", "stopped by the launcher", -1, 2 * deadline},
 		{"hang", "tcp", 2, "rank 1 failed: deadline passed", "stopped by the launcher", -1, 2 * deadline},
+		{"kill", "tcp-blocking", 3, "rank 1 failed: connection lost", "killed by signal 9", -1, deadline},
+		{"corrupt", "tcp-blocking", 2, "rank 1 failed: malformed frame: checksum", "exited with status 1", 1, deadline},
+		{"hang", "tcp-blocking", 2, "rank 1 failed: deadline passed", "stopped by the launcher", -1, 2 * deadline},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/p=%d", tc.scenario, tc.transport, tc.p), func(t *testing.T) {
+			if tc.transport == "shm" && !shmSupported {
+				t.Skipf("no shared-memory transport on %s", runtime.GOOS)
+			}
+			if tc.scenario != "corrupt" && runtime.GOOS == "windows" {
+				t.Skip("Windows has no signals to kill or stop a process with")
+			}
 			res := runJob(t, tc.p, tc.scenario, deadline, "TEST_TRANSPORT="+tc.transport)
 			var je *JobError
 			if !errors.As(res.err, &je) {

@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -13,8 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,19 +54,23 @@ func (e *JobError) Error() string { return e.Msg }
 var ErrInterrupted = errors.New("interrupted")
 
 type worker struct {
-	rank    int
-	cmd     *exec.Cmd
-	state   *os.ProcessState
-	exited  bool
-	stopped bool // stopped by the launcher
-	verdict string
-	vAt     time.Time
-	vRank   int
+	rank     int
+	cmd      *exec.Cmd
+	startedC chan struct{} // closed once cmd is set (or the launch gave up)
+	conn     bool          // its connection to the launcher is attributed
+	state    *os.ProcessState
+	exited   bool
+	stopped  bool // stopped by the launcher
+	verdict  string
+	vAt      time.Time
+	vRank    int
 }
 
 // Launch starts cfg.NProc workers with torchrun's environment (RANK,
 // WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), each in a process
-// group of its own and killed if the launcher dies, and waits for them.
+// group of its own (see sysProcAttr), and waits for them. A worker exits
+// at once if the launcher dies: its connection to the launcher closes
+// (launcher.go; on Linux the kernel's parent-death signal kills it too).
 // When a worker fails, the others are given cfg.Grace to notice (they fail
 // too, naming the rank), then stopped; the error names the rank at fault:
 // the one the workers' verdict names (each writes it on a status pipe), or
@@ -108,16 +111,36 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 
 	stderr := &lockedWriter{w: cfg.Stderr}
 	workers := make([]*worker, cfg.NProc)
+	for r := range workers {
+		workers[r] = &worker{rank: r, startedC: make(chan struct{})}
+	}
 	exits := make(chan int, cfg.NProc)
-	var mu sync.Mutex // guards the workers' verdicts
-	var pipes sync.WaitGroup
+	var mu sync.Mutex // guards the workers' verdicts and commands
+	ll, err := listenForWorkers(job, workers, &mu)
+	if err != nil {
+		return err
+	}
+	defer ll.close()
+	wrapper, err := execWrapper()
+	if err != nil {
+		return err
+	}
 	var started []*worker
+	abandon := func() {
+		for _, w := range workers[len(started):] {
+			close(w.startedC)
+		}
+		stopAll(started, syscall.SIGKILL)
+		for range started {
+			<-exits
+		}
+	}
 	for r := range cfg.NProc {
-		w := &worker{rank: r}
-		cmd := exec.Command(cfg.Path, cfg.Args...)
+		w := workers[r]
+		cmd := wrapCommand(wrapper, cfg.Path, cfg.Args...)
 		cmd.Env = append(append(os.Environ(), cfg.Env...),
 			EnvRank+"="+strconv.Itoa(r), EnvWorldSize+"="+strconv.Itoa(world), EnvLocalRank+"="+strconv.Itoa(r),
-			EnvMasterAddr+"="+host, EnvMasterPort+"="+port, EnvJob+"="+job, envStatusFD+"=3")
+			EnvMasterAddr+"="+host, EnvMasterPort+"="+port, EnvJob+"="+job, EnvLauncher+"="+ll.addr())
 		if cfg.Deadline > 0 {
 			cmd.Env = append(cmd.Env, EnvDeadline+"="+cfg.Deadline.String())
 		}
@@ -126,40 +149,19 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		} else {
 			cmd.Stderr = &prefixWriter{prefix: fmt.Sprintf("rank %d: ", r), w: stderr}
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			stopAll(started, syscall.SIGKILL)
-			return fmt.Errorf("launch: %w", err)
+		cmd.SysProcAttr = sysProcAttr()
+		mu.Lock()
+		err := cmd.Start()
+		if err == nil {
+			w.cmd = cmd
 		}
-		cmd.ExtraFiles = []*os.File{pw}
-		if err := cmd.Start(); err != nil {
-			pr.Close()
-			pw.Close()
-			stopAll(started, syscall.SIGKILL)
-			for range started {
-				<-exits
-			}
+		mu.Unlock()
+		if err != nil {
+			abandon()
 			return fmt.Errorf("launch: rank %d: %w", r, err)
 		}
-		pw.Close()
-		w.cmd = cmd
-		workers[r] = w
+		close(w.startedC)
 		started = append(started, w)
-		pipes.Add(1)
-		go func() {
-			defer pipes.Done()
-			defer pr.Close()
-			sc := bufio.NewScanner(pr)
-			if sc.Scan() {
-				rs, msg, _ := strings.Cut(sc.Text(), "\t")
-				mu.Lock()
-				w.verdict, w.vAt = msg, time.Now()
-				w.vRank, _ = strconv.Atoi(rs)
-				mu.Unlock()
-			}
-			io.Copy(io.Discard, pr)
-		}()
 		go func() {
 			cmd.Wait()
 			if p, ok := cmd.Stderr.(*prefixWriter); ok {
@@ -202,7 +204,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 			stopAll(workers, syscall.SIGKILL)
 		}
 	}
-	pipes.Wait()
+	ll.drain()
 	if interrupted {
 		return ErrInterrupted
 	}
@@ -248,7 +250,7 @@ func blame(workers []*worker, first *worker) *JobError {
 func describeExit(w *worker) string {
 	ws, _ := w.state.Sys().(syscall.WaitStatus)
 	switch {
-	case w.stopped && ws.Signaled():
+	case w.stopped && (ws.Signaled() || runtime.GOOS == "windows"): // Windows has no signals: Kill is exit status 1
 		return fmt.Sprintf("was stopped by the launcher (%v)", ws.Signal())
 	case ws.Signaled():
 		return fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
@@ -258,33 +260,25 @@ func describeExit(w *worker) string {
 	return w.state.String()
 }
 
+// stopAll sends sig to every worker still running (to its process group
+// where the system has them; see signalWorker).
 func stopAll(workers []*worker, sig syscall.Signal) {
 	for _, w := range workers {
-		if w != nil && !w.exited && w.cmd.Process != nil {
+		if w != nil && !w.exited && w.cmd != nil && w.cmd.Process != nil {
 			s := sig
 			if sig == syscall.SIGTERM && stoppedProcess(w.cmd.Process.Pid) {
-				s = syscall.SIGKILL
+				s = syscall.SIGKILL // a stopped process cannot act on SIGTERM
 			}
-			syscall.Kill(-w.cmd.Process.Pid, s) // the worker's process group
+			signalWorker(w.cmd.Process, s)
 		}
 	}
 }
 
-// stoppedProcess reports whether pid is stopped (state T in /proc).
-func stoppedProcess(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// pid (comm) state ...: comm may hold spaces, so look after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
-}
-
-// sweepShm removes any ring file of the job still in /dev/shm (workers
-// unlink theirs during setup; this covers a worker killed inside it).
+// sweepShm removes any ring file of the job still in the shared-memory
+// directory (workers unlink theirs during setup; this covers a worker
+// killed inside it).
 func sweepShm(job string) {
-	files, _ := filepath.Glob(filepath.Join("/dev/shm", "gptlab-"+job+"-*"))
+	files, _ := filepath.Glob(filepath.Join(shmDir(), "gptlab-"+job+"-*"))
 	for _, f := range files {
 		os.Remove(f)
 	}

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +52,11 @@ func TestLaunchInterrupt(t *testing.T) {
 func TestJoinByHand(t *testing.T) {
 	ln := freeAddr(t)
 	host, port, _ := strings.Cut(ln, ":")
-	hand := exec.Command(os.Args[0], "-test.run=^$")
+	wrapper, err := execWrapper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand := wrapCommand(wrapper, os.Args[0], "-test.run=^$")
 	hand.Env = append(os.Environ(), envWorker+"=collectives", "TEST_TRANSPORT=tcp",
 		"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR="+host, "MASTER_PORT="+port)
 	var handErr bytes.Buffer
@@ -61,7 +65,7 @@ func TestJoinByHand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	err := Launch(context.Background(), LaunchConfig{NProc: 1, WorldSize: 2, Master: ln, Path: os.Args[0],
+	err = Launch(context.Background(), LaunchConfig{NProc: 1, WorldSize: 2, Master: ln, Path: os.Args[0],
 		Args: []string{"-test.run=^$"}, Env: []string{envWorker + "=collectives", "TEST_TRANSPORT=tcp"}, Stderr: &stderr})
 	herr := hand.Wait()
 	if err != nil || herr != nil {
@@ -88,5 +92,46 @@ func TestPrefixWriter(t *testing.T) {
 	p.flush()
 	if want := "rank 1: one\nrank 1: two\nrank 1: three\n"; b.String() != want {
 		t.Fatalf("prefixed output %q, want %q", b.String(), want)
+	}
+}
+
+// The launcher runs every worker through the command GPTLAB_LAUNCH_EXEC
+// names (here env, setting a variable the worker checks; under emulation
+// the emulator's command stays after it).
+func TestLaunchExec(t *testing.T) {
+	wrapper := "env WRAPPED=1"
+	if cur := os.Getenv(EnvExec); cur != "" {
+		wrapper += " " + cur
+	}
+	t.Setenv(EnvExec, wrapper)
+	if res := runJob(t, 2, "wrapped", 0, "TEST_TRANSPORT=tcp"); res.err != nil {
+		t.Fatalf("job through %q: %v\n%s", wrapper, res.err, res.stderr)
+	}
+	t.Setenv(EnvExec, "no-such-command-gptlab")
+	if res := runJob(t, 1, "wrapped", 0); res.err == nil || !strings.Contains(res.err.Error(), EnvExec) {
+		t.Fatalf("job through a missing command: %v, want an error naming %s", res.err, EnvExec)
+	}
+}
+
+// CheckTransport refuses an unknown name, and shm exactly where the system
+// has no shared-memory transport, wrapping ErrUnsupported.
+func TestCheckTransport(t *testing.T) {
+	for _, name := range []string{"", "auto", "tcp", "mpi"} {
+		if err := CheckTransport(name); err != nil {
+			t.Errorf("CheckTransport(%q) = %v, want nil", name, err)
+		}
+	}
+	if err := CheckTransport("udp"); err == nil || errors.Is(err, ErrUnsupported) {
+		t.Errorf("CheckTransport(udp) = %v, want an error that is not ErrUnsupported", err)
+	}
+	err := CheckTransport("shm")
+	if shmSupported && err != nil || !shmSupported && !errors.Is(err, ErrUnsupported) {
+		t.Errorf("CheckTransport(shm) = %v on %s (shared memory supported: %v)", err, runtime.GOOS, shmSupported)
+	}
+	if !shmSupported {
+		_, err = Join(context.Background(), Env{WorldSize: 2, Master: "127.0.0.1:1"}, Options{Transport: "shm"})
+		if !errors.Is(err, ErrUnsupported) {
+			t.Errorf("Join over shm on %s = %v, want ErrUnsupported", runtime.GOOS, err)
+		}
 	}
 }

@@ -20,9 +20,16 @@ import (
 
 const envWorker = "PARALLEL_TEST_WORKER"
 
+// envLauncher makes the test binary a launcher of one worker running the
+// scenario it names (TestLauncherDeath), with the parent-death signal off.
+const envLauncher = "PARALLEL_TEST_LAUNCHER"
+
 func TestMain(m *testing.M) {
 	if name := os.Getenv(envWorker); name != "" {
 		os.Exit(runWorker(name))
+	}
+	if name := os.Getenv(envLauncher); name != "" {
+		os.Exit(runLauncher(name))
 	}
 	code := m.Run()
 	for _, f := range afterTests {
@@ -42,8 +49,15 @@ type jobResult struct {
 }
 
 // runJob launches n workers of a scenario with extra environment.
+// TEST_TRANSPORT=tcp-blocking is TCP on the blocking engine (Windows').
 func runJob(t *testing.T, n int, scenario string, deadline time.Duration, env ...string) jobResult {
 	t.Helper()
+	for i, kv := range env {
+		if kv == "TEST_TRANSPORT=tcp-blocking" {
+			env = append(env[:i:i], append([]string{"TEST_TRANSPORT=tcp", "TEST_TCP_ENGINE=blocking"}, env[i+1:]...)...)
+			break
+		}
+	}
 	var stderr bytes.Buffer
 	t0 := time.Now()
 	err := Launch(context.Background(), LaunchConfig{
@@ -52,10 +66,22 @@ func runJob(t *testing.T, n int, scenario string, deadline time.Duration, env ..
 		Deadline: deadline, Stdout: os.Stdout, Stderr: &stderr, Grace: 500 * time.Millisecond,
 	})
 	res := jobResult{err: err, stderr: stderr.String(), elapsed: time.Since(t0)}
-	if leftover, _ := filepath.Glob("/dev/shm/gptlab-*"); len(leftover) > 0 {
-		t.Errorf("files left in /dev/shm: %v", leftover)
+	if leftover, _ := filepath.Glob(filepath.Join(shmDir(), "gptlab-*.ring")); len(leftover) > 0 {
+		t.Errorf("files left in %s: %v", shmDir(), leftover)
 	}
 	return res
+}
+
+// runLauncher launches one worker of a scenario and waits for it.
+func runLauncher(scenario string) int {
+	pdeathsigOff()
+	err := Launch(context.Background(), LaunchConfig{NProc: 1, Path: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{envLauncher + "=", envWorker + "=" + scenario}, Stderr: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "launcher:", err)
+		return 1
+	}
+	return 0
 }
 
 // runWorker runs one rank of a scenario and returns its exit status.
@@ -75,6 +101,7 @@ func runWorker(name string) int {
 	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
 		ln.Close()
 	}
+	blockingTCP = os.Getenv("TEST_TCP_ENGINE") == "blocking"
 	goroutines, fds := runtime.NumGoroutine(), openFDs()
 	c, err := Join(context.Background(), env, Options{Transport: os.Getenv("TEST_TRANSPORT"), ChunkBytes: atoiEnv("TEST_CHUNK")})
 	if err != nil {
@@ -114,8 +141,14 @@ func runWorker(name string) int {
 	return 0
 }
 
+// openFDs counts this process's open descriptors (0 where the system
+// does not list them: Windows).
 func openFDs() int {
-	ents, _ := os.ReadDir("/proc/self/fd")
+	dir := "/proc/self/fd"
+	if runtime.GOOS == "darwin" {
+		dir = "/dev/fd"
+	}
+	ents, _ := os.ReadDir(dir)
 	return len(ents)
 }
 

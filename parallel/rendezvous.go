@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -38,16 +36,6 @@ type peersMsg struct {
 
 type readyMsg struct {
 	Err string `json:"err,omitempty"`
-}
-
-// hostID names the host and its /dev/shm: ranks with equal ids can share
-// memory through files there.
-func hostID() string {
-	h, _ := os.Hostname()
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	var st syscall.Stat_t
-	syscall.Stat("/dev/shm", &st)
-	return fmt.Sprintf("%s/%s/%d:%d", h, strings.TrimSpace(string(boot)), st.Dev, st.Ino)
 }
 
 func (c *Comm) join(ctx context.Context, env Env, want string) (err error) {
@@ -217,7 +205,7 @@ func (c *Comm) decide(env Env, hellos []helloMsg) (peersMsg, error) {
 		}
 	}
 	switch want := hellos[0].Transport; {
-	case want == "tcp", want == "auto" && shared >= 0:
+	case want == "tcp", want == "auto" && (shared >= 0 || !shmSupported):
 		p.Transport = "tcp"
 	case shared < 0:
 		p.Transport = "shm"

@@ -3,20 +3,17 @@ package parallel
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // The shared-memory transport, for ranks on one host. Each rank owns one
 // ring: a file in /dev/shm that it creates and its next rank maps, so the
 // ring carries frames one way (single producer, single consumer), as the
 // TCP links do. The file is unlinked as soon as both sides have mapped
-// it: nothing is left in /dev/shm once the job is set up, even if a
-// process is killed later.
+// it: nothing is left behind once the job is set up, even if a process
+// is killed later. Windows has no such transport (ErrUnsupported).
 //
 // Layout of a ring file:
 //
@@ -53,65 +50,10 @@ func (r *ring) slot(i uint64) []byte {
 	return r.mem[off : off+shmSlotHeader+shmSlotBytes]
 }
 
-func mapRing(path string, create bool) (*ring, error) {
-	flag := os.O_RDWR
-	if create {
-		flag |= os.O_CREATE | os.O_EXCL
-	}
-	f, err := os.OpenFile(path, flag, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size := ringSize()
-	if create {
-		if err := f.Truncate(int64(size)); err != nil {
-			os.Remove(path)
-			return nil, err
-		}
-	} else if st, err := f.Stat(); err != nil || st.Size() != int64(size) {
-		return nil, fmt.Errorf("%s: %d bytes, want %d", path, st.Size(), size)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		if create {
-			os.Remove(path)
-		}
-		return nil, fmt.Errorf("mmap %s: %w", path, err)
-	}
-	r := &ring{mem: mem, head: (*atomic.Uint64)(unsafe.Pointer(&mem[64])), tail: (*atomic.Uint64)(unsafe.Pointer(&mem[128]))}
-	if create {
-		r.path = path
-		binary.LittleEndian.PutUint64(mem[0:], shmMagic)
-		binary.LittleEndian.PutUint64(mem[8:], shmSlots)
-		binary.LittleEndian.PutUint64(mem[16:], shmSlotBytes)
-	} else if binary.LittleEndian.Uint64(mem[0:]) != shmMagic || binary.LittleEndian.Uint64(mem[8:]) != shmSlots ||
-		binary.LittleEndian.Uint64(mem[16:]) != shmSlotBytes {
-		unix.Munmap(mem)
-		return nil, fmt.Errorf("%s: not a ring of this version", path)
-	}
-	return r, nil
-}
-
-func (r *ring) unlink() {
-	if r != nil && r.path != "" {
-		os.Remove(r.path)
-		r.path = ""
-	}
-}
-
-func (r *ring) unmap() {
-	if r != nil && r.mem != nil {
-		r.unlink()
-		unix.Munmap(r.mem)
-		r.mem = nil
-	}
-}
-
 // ShmPath is the file of rank's ring in a job (it exists only while the
-// job is being set up).
+// job is being set up), in shmDir.
 func ShmPath(job string, rank int) string {
-	return fmt.Sprintf("/dev/shm/gptlab-%s-%d.ring", job, rank)
+	return filepath.Join(shmDir(), fmt.Sprintf("gptlab-%s-%d.ring", job, rank))
 }
 
 type shmRing struct {

@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,10 +14,17 @@ import (
 
 // The TCP transport: a ring of links, each a TCP connection carrying
 // frames (frame.go) one way, from a rank to the next, driven without
-// blocking by one goroutine (tcp_poll.go); every frame's header and
-// checksum are checked on arrival.
+// blocking by one goroutine on Unix (tcp_poll.go), or on Windows by a
+// sending goroutine beside a receiving one, each blocking in Go's own
+// reads and writes (tcp_block.go); every frame's header and checksum are
+// checked on arrival.
 
 const tcpChunk = 1 << 20 // bytes per frame
+
+// wholeCRCBytes: frames up to this size get their checksum before the
+// first write, so header, payload and trailer go out in one writev;
+// larger ones are summed piece by piece as the socket takes them.
+const wholeCRCBytes = 64 << 10
 
 type tcpRing struct {
 	c          *Comm
@@ -34,8 +42,13 @@ type tcpRing struct {
 	// after its checksum was computed (tests of the receiver's checks).
 	corrupt int
 
-	nextFD, prevFD int // the links' descriptors (non-blocking)
+	nextFD, prevFD int  // the links' descriptors (non-blocking; the polling engine)
+	blocking       bool // run with the blocking engine (tcp_block.go)
 }
+
+// blockingTCP makes every link use the blocking engine, as on Windows
+// (tests set it to run that engine on Unix).
+var blockingTCP = false
 
 func (c *Comm) setupTCP(ctx context.Context, p peersMsg, ln net.Listener) (transport, error) {
 	t := &tcpRing{c: c, nextRank: (c.rank + 1) % c.size, prevRank: (c.rank + c.size - 1) % c.size}
@@ -86,12 +99,7 @@ func (c *Comm) setupTCP(ctx context.Context, p peersMsg, ln net.Listener) (trans
 		tc.SetWriteBuffer(4 << 20)
 		tc.SetDeadline(time.Time{})
 	}
-	var err error
-	t.nextFD, err = fdOf(t.next)
-	if err == nil {
-		t.prevFD, err = fdOf(t.prev)
-	}
-	if err != nil {
+	if err := t.prepare(); err != nil {
 		t.close()
 		return nil, err
 	}
@@ -101,7 +109,15 @@ func (c *Comm) setupTCP(ctx context.Context, p peersMsg, ln net.Listener) (trans
 func (t *tcpRing) name() string      { return "tcp" }
 func (t *tcpRing) defaultChunk() int { return tcpChunk }
 
-func (t *tcpRing) abort() {} // the engine polls the verdict
+// abort unblocks the blocking engine's reads and writes (the polling
+// engine polls the verdict).
+func (t *tcpRing) abort() {
+	if t.blocking {
+		for _, conn := range []net.Conn{t.next, t.prev} {
+			conn.SetDeadline(time.Unix(1, 0))
+		}
+	}
+}
 
 func (t *tcpRing) close() error {
 	var errs []error
@@ -123,7 +139,12 @@ func (t *tcpRing) corruptNext() bool {
 	return t.corrupt == 0
 }
 
-func (t *tcpRing) run(o *op, pl *plan) error { return t.runPoll(o, pl) }
+func (t *tcpRing) run(o *op, pl *plan) error {
+	if t.blocking {
+		return t.runBlocking(o, pl)
+	}
+	return t.runPoll(o, pl)
+}
 
 func (t *tcpRing) malformed(o *op, err error) error {
 	return t.c.fail(&Error{Rank: t.prevRank, Err: ErrMalformed, coll: int64(o.coll),
@@ -163,4 +184,38 @@ func unwrapMalformed(err error) string {
 		return s[len(p):]
 	}
 	return s
+}
+
+// frameOut is the frame being written to the next rank.
+type frameOut struct {
+	active bool
+	hdr    [headerLen]byte
+	pay    []byte
+	trl    [trailerLen]byte
+	off    int    // bytes of the frame written
+	sum    uint32 // checksum of what was written, or of it all once sealed
+	sealed bool   // the trailer holds the checksum
+}
+
+// errNoProgress: a link moved nothing for a whole deadline.
+var errNoProgress = errors.New("no progress")
+
+// startSend puts a frame in out: its header, the caller's payload, and
+// the checksum when it can be computed up front.
+func (t *tcpRing) startSend(o *op, s *xfer, out *frameOut) {
+	*out = frameOut{active: true, pay: o.buf[s.off : s.off+s.n]}
+	putHeader(out.hdr[:], header{kind: uint8(o.kind), length: uint32(s.n), seq: t.sendSeq, coll: o.coll})
+	out.sum = crcUpdate(0, out.hdr[:])
+	bad := t.corruptNext() && s.n > 0
+	if s.n <= wholeCRCBytes || bad {
+		out.sum = crcUpdate(out.sum, out.pay)
+		binary.LittleEndian.PutUint32(out.trl[:], out.sum)
+		out.sealed = true
+	}
+	if bad {
+		// Damage a copy after the checksum: the caller's data stays intact.
+		t.stage = append(t.stage[:0], out.pay...)
+		t.stage[s.n/2] ^= 0x10
+		out.pay = t.stage
+	}
 }

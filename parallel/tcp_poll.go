@@ -1,8 +1,9 @@
+//go:build unix
+
 package parallel
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,22 +19,6 @@ import (
 // (readv into header and destination), and when neither moved it backs
 // off (spin, yield, nap). No goroutine hand-off, no poller wake-up on the
 // path of a frame; frames flow both ways at once.
-
-// wholeCRCBytes: frames up to this size get their checksum before the
-// first write, so header, payload and trailer go out in one writev;
-// larger ones are summed piece by piece as the socket takes them.
-const wholeCRCBytes = 64 << 10
-
-// frameOut is the frame being written to the next rank.
-type frameOut struct {
-	active bool
-	hdr    [headerLen]byte
-	pay    []byte
-	trl    [trailerLen]byte
-	off    int    // bytes of the frame written
-	sum    uint32 // checksum of what was written, or of it all once sealed
-	sealed bool   // the trailer holds the checksum
-}
 
 // frameIn is the frame being read from the previous rank.
 type frameIn struct {
@@ -115,27 +100,6 @@ func (t *tcpRing) runPoll(o *op, pl *plan) error {
 		}
 	}
 	return nil
-}
-
-// errNoProgress: a link moved nothing for a whole deadline.
-var errNoProgress = errors.New("no progress")
-
-func (t *tcpRing) startSend(o *op, s *xfer, out *frameOut) {
-	*out = frameOut{active: true, pay: o.buf[s.off : s.off+s.n]}
-	putHeader(out.hdr[:], header{kind: uint8(o.kind), length: uint32(s.n), seq: t.sendSeq, coll: o.coll})
-	out.sum = crcUpdate(0, out.hdr[:])
-	bad := t.corruptNext() && s.n > 0
-	if s.n <= wholeCRCBytes || bad {
-		out.sum = crcUpdate(out.sum, out.pay)
-		binary.LittleEndian.PutUint32(out.trl[:], out.sum)
-		out.sealed = true
-	}
-	if bad {
-		// Damage a copy after the checksum: the caller's data stays intact.
-		t.stage = append(t.stage[:0], out.pay...)
-		t.stage[s.n/2] ^= 0x10
-		out.pay = t.stage
-	}
 }
 
 // push writes what the socket takes of the frame; n is the bytes written.
@@ -235,6 +199,20 @@ func nonBlocking(f func() (int, error)) (n int, ok bool, err error) {
 		}
 		return 0, false, err
 	}
+}
+
+// prepare finds the links' descriptors for the polling engine, unless
+// the blocking one is asked for.
+func (t *tcpRing) prepare() error {
+	if t.blocking = blockingTCP; t.blocking {
+		return nil
+	}
+	var err error
+	t.nextFD, err = fdOf(t.next)
+	if err == nil {
+		t.prevFD, err = fdOf(t.prev)
+	}
+	return err
 }
 
 // fdOf is a connection's descriptor (non-blocking, as Go's poller keeps

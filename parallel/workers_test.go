@@ -20,6 +20,18 @@ var workers = map[string]func(c *Comm) error{
 	"hang":        hangScenario,
 	"exit3":       func(c *Comm) error { c.Barrier(); os.Exit(3); return nil },
 	"sleep":       func(c *Comm) error { time.Sleep(time.Minute); return nil },
+	"wrapped": func(c *Comm) error {
+		if os.Getenv("WRAPPED") != "1" {
+			return fmt.Errorf("WRAPPED=%q: the worker did not run through %s", os.Getenv("WRAPPED"), EnvExec)
+		}
+		return c.Barrier()
+	},
+	// launched: print this worker's pid, then sleep (TestLauncherDeath).
+	"pid": func(c *Comm) error {
+		fmt.Fprintf(os.Stderr, "pid %d\n", os.Getpid())
+		time.Sleep(time.Minute)
+		return nil
+	},
 }
 
 // checkCollectives runs every collective against the single-process math
@@ -204,7 +216,7 @@ func atFrame(c *Comm, what string, sig syscall.Signal) {
 	SetOnSend(c, func(sent uint64) {
 		if sent == 5 {
 			fmt.Fprintf(os.Stderr, "%s myself at %d\n", what, time.Now().UnixNano())
-			syscall.Kill(os.Getpid(), sig)
+			signalSelf(sig)
 		}
 	})
 }
@@ -243,6 +255,6 @@ func corruptScenario(c *Comm) error {
 // hangScenario: the failing rank stops (SIGSTOP) mid-collective: alive,
 // silent, holding its sockets open.
 func hangScenario(c *Comm) error {
-	atFrame(c, "stopping", syscall.SIGSTOP)
+	atFrame(c, "stopping", sigStop)
 	return loop(c)
 }

@@ -1,0 +1,14 @@
+//go:build unix
+
+package parallel
+
+import (
+	"os"
+	"syscall"
+)
+
+// sigStop stops a process (the hang scenario).
+const sigStop = syscall.SIGSTOP
+
+// signalSelf sends this process sig.
+func signalSelf(sig syscall.Signal) { syscall.Kill(os.Getpid(), sig) }
