@@ -248,8 +248,20 @@ func (r *Report) verdict() string {
 			failed++
 		}
 	}
-	if failed > 0 {
-		return fmt.Sprintf("%d of %d checks FAILED", failed, len(r.Checks))
+	switch {
+	case failed > 0:
+		return fmt.Sprintf("%d of %s FAILED", failed, Count(len(r.Checks), "check"))
+	case len(r.Checks) == 1:
+		return "the check passed"
 	}
 	return fmt.Sprintf("all %d checks passed", len(r.Checks))
+}
+
+// Count is n and the noun, in the plural unless n is 1: "1 rank",
+// "3 buffers".
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

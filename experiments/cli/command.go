@@ -220,7 +220,7 @@ func execute(ctx context.Context, c *Command, args []string, stdout, stderr io.W
 		return writeCommandHelp(stdout, c)
 	}
 	if err != nil {
-		return lab.Usagef("%s: %s (gptlab help %s lists the flags)", c.Name, flagMessage(fs, err), c.Name)
+		return lab.Usagef("%s: %s (gptlab help %s lists the flags)", c.Name, flagMessage(fs, err, args), c.Name)
 	}
 	return run(ctx, pos, stdout, stderr)
 }
@@ -256,10 +256,16 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // flagMessage rewrites the flag package's errors in gptlab's words:
 // "--steps "x": not an integer", "--seed ...: out of range",
 // "unknown flag --sed".
-func flagMessage(fs *flag.FlagSet, err error) string {
+func flagMessage(fs *flag.FlagSet, err error, args []string) string {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-		return "unknown flag --" + strings.TrimLeft(name, "-")
+		name = strings.TrimLeft(name, "-")
+		for _, a := range args { // as it was typed: -x, --sed
+			if typed, _, _ := strings.Cut(a, "="); strings.HasPrefix(typed, "-") && strings.TrimLeft(typed, "-") == name {
+				return "unknown flag " + typed
+			}
+		}
+		return "unknown flag --" + name
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
 		return "--" + strings.TrimLeft(name, "-") + " needs a value"
@@ -282,7 +288,7 @@ func flagMessage(fs *flag.FlagSet, err error) string {
 	case reason == "parse error" && f != nil:
 		reason = "not " + flagKind(f)
 	}
-	if f != nil && fmt.Sprintf("%T", f.Value) == "*experiments.setFlag" {
+	if _, ok := f.Value.(*lab.SetFlag); f != nil && ok {
 		return reason // the --set error names itself
 	}
 	return fmt.Sprintf("--%s %s: %s", name, value, reason)

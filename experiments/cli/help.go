@@ -197,7 +197,10 @@ func writeFlags(w io.Writer, fs *flag.FlagSet) {
 		if def == "" {
 			def = `""`
 		}
-		entries = append(entries, entry{head, help + " (default " + def + ")"})
+		if !strings.Contains(help, "(default") { // a help that says its default in words keeps it
+			help += " (default " + def + ")"
+		}
+		entries = append(entries, entry{head, help})
 		width = max(width, len([]rune(head)))
 	})
 	if len(entries) == 0 {

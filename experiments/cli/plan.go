@@ -93,7 +93,7 @@ func planCommand(fs *flag.FlagSet) Runner {
 		}
 		pl := res.plan
 		bound := p.Bound()
-		fmt.Fprintf(stdout, "file:        %s (%d buffers)\n", file, len(p.Buffers))
+		fmt.Fprintf(stdout, "file:        %s (%s)\n", file, reports.Count(len(p.Buffers), "buffer"))
 		fmt.Fprintf(stdout, "planner:     %s\n", res.name)
 		if len(res.tried) > 0 {
 			for i, l := range reports.Wrap(strings.Join(res.tried, "; "), reports.Width-13) {
@@ -175,7 +175,7 @@ func readPlanFile(file string) (planner.Problem, []int64, error) {
 		return planner.Problem{}, nil, lab.Usagef("plan: %s: %v", file, err)
 	}
 	if len(bufs) > maxPlanBuffers {
-		return planner.Problem{}, nil, lab.Usagef("plan: %s: %d buffers, more than the %d gptlab plans", file, len(bufs), maxPlanBuffers)
+		return planner.Problem{}, nil, lab.Usagef("plan: %s: %s, more than the %d gptlab plans", file, reports.Count(len(bufs), "buffer"), maxPlanBuffers)
 	}
 	p := planner.Problem{Buffers: bufs, Alignment: 1}
 	if err := p.Validate(); err != nil {

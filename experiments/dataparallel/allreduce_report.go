@@ -249,7 +249,7 @@ func alphaBeta(s *Sweep) (alpha time.Duration, gbps, worst float64) {
 // AllreduceReport is rank 0's report of every sweep; mpiErr is OpenMPI's
 // run's failure, a failed check.
 func AllreduceReport(sweeps []*Sweep, cfg AllreduceConfig, mpiNote string, mpiErr error) *reports.Report {
-	r := reports.New("bench-allreduce", fmt.Sprintf("All-reduce of float32 on %d ranks: time, bandwidth, bytes", sweeps[0].ranks))
+	r := reports.New("bench-allreduce", fmt.Sprintf("All-reduce of float32 on %s: time, bandwidth, bytes", reports.Count(sweeps[0].ranks, "rank")))
 	r.Config.Set("transport", cfg.Transport)
 	r.Config.Set("min-bytes", cfg.MinBytes)
 	r.Config.Set("max-bytes", cfg.MaxBytes)

@@ -90,7 +90,7 @@ func launchLab(ctx context.Context, lab string, cfg any, opt Options, nproc int,
 	if log == nil {
 		log = io.Discard
 	}
-	fmt.Fprintf(log, "%s: launching %d ranks of %s\n", lab, nproc, filepath.Base(self))
+	fmt.Fprintf(log, "%s: launching %s of %s\n", lab, reports.Count(nproc, "rank"), filepath.Base(self))
 	err = parallel.Launch(ctx, parallel.LaunchConfig{
 		NProc: nproc, Path: self, Args: args, Env: []string{envFigures + "=" + figs},
 		Stdout: &out, Stderr: log, Grace: 3 * time.Second,

@@ -249,8 +249,8 @@ func tpBlock(r *reports.Report, c *parallel.Comm, mc models.Config, cfg *tensorP
 		return err
 	}
 	P := c.Size()
-	t := r.AddTable(fmt.Sprintf("Block %d of %s split over %d ranks (%d heads and %d hidden units each), against the unsplit block",
-		cfg.Layer, cfg.Config, P, mc.Heads/P, 4*mc.Embd/P),
+	t := r.AddTable(fmt.Sprintf("Block %d of %s split over %s (%s and %s each), against the unsplit block",
+		cfg.Layer, cfg.Config, reports.Count(P, "rank"), reports.Count(mc.Heads/P, "head"), reports.Count(4*mc.Embd/P, "hidden unit")),
 		reports.Text("tensor"), reports.Significant("relative difference", 2))
 	worst := 0.0
 	row := func(name string, a, b []float32) {

@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLabelsReadRight: an unknown flag is named as it was typed (-x was
+// once reported as --x), a help whose text gives its default says it once
+// (launch's "(default N) (default 0)"), and a count of one is singular.
+func TestLabelsReadRight(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{{"-x", "unknown flag -x "}, {"--sed", "unknown flag --sed "}, {"--sed=3", "unknown flag --sed "}} {
+		code, _, errs := runMain("run", "test-probe", tc.flag)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("run test-probe %s: exit %d, stderr %q; want 2 and %q", tc.flag, code, errs, tc.want)
+		}
+	}
+	for _, name := range []string{"launch", "run", "plan", "gpt train"} {
+		out := mainSays(t, []string{"help", name})
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Count(line, "(default") > 1 {
+				t.Errorf("help %s: %q says its default twice", name, line)
+			}
+		}
+	}
+	if out := mainSays(t, []string{"plan", "../../planner/testdata/example.csv"}); strings.Contains(out, " 1 buffers") {
+		t.Errorf("plan says %q", out)
+	}
+	if code, out, _ := runMain("run", "test-probe"); code != 0 || !strings.Contains(out, "the check passed") || strings.Contains(out, "all 1 checks") {
+		t.Errorf("run test-probe (one check): exit %d, output ends %q; want 'the check passed'", code, out[max(0, len(out)-80):])
+	}
+}
