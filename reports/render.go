@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -230,13 +231,23 @@ func (r *Report) configLine() string {
 	return strings.Join(parts, " ")
 }
 
-// configCell shows a setting as --set takes it: numbers exactly.
+// configCell shows a setting as --set takes it: numbers exactly, a list
+// as its items so (0.5,2,8, not 0.5000,2,8).
 func configCell(v any) string {
 	switch x := v.(type) {
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64)
 	case float32:
 		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	case string:
+		return x
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = configCell(rv.Index(i).Interface())
+		}
+		return strings.Join(parts, ",")
 	}
 	return Cell(v)
 }

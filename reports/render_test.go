@@ -23,3 +23,16 @@ func TestCount(t *testing.T) {
 		t.Errorf("summary = %q, want %q", got, "1 of 2 checks FAILED")
 	}
 }
+
+// TestConfigCellExact: the config line shows a setting as --set takes it,
+// a list of numbers too (rates=0.5,2,8 once printed as 0.5000,2,8).
+func TestConfigCellExact(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{{0.5, "0.5"}, {[]float64{0.5, 2, 8}, "0.5,2,8"}, {[]float64{0.25, 1e-7}, "0.25,1e-07"}, {[]int{4, 16}, "4,16"}, {[]string{"a", "b"}, "a,b"}} {
+		if got := configCell(tc.v); got != tc.want {
+			t.Errorf("configCell(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
