@@ -2,7 +2,8 @@
 // processes with torchrun's environment (Launch), the TCP rendezvous that
 // joins them into one communicator (Join), two transports between ranks —
 // TCP with framed, checksummed messages, and shared-memory rings in
-// /dev/shm for ranks on one host — and an MPI backend behind `-tags mpi`;
+// /dev/shm (the temporary directory on macOS) for ranks on one host — and
+// an MPI backend behind `-tags mpi`;
 // the ring collectives on float32 buffers (all-reduce as reduce-scatter
 // then all-gather, reduce-scatter, all-gather, broadcast, barrier), an
 // asynchronous all-reduce, and the count of every byte each rank sends and
@@ -10,7 +11,7 @@
 //
 // # Systems
 //
-// Linux has everything. Windows has TCP (on an engine of
+// Linux and macOS have everything. Windows has TCP (on an engine of
 // blocking reads and writes) but no shared-memory transport: Join and
 // CheckTransport refuse "shm" with an error wrapping ErrUnsupported, and
 // "auto" picks TCP. A launched worker exits when its launcher dies, on

@@ -35,9 +35,11 @@ func TestFailures(t *testing.T) {
 		{"kill", "tcp-blocking", 3, "rank 1 failed: connection lost", "killed by signal 9", -1, deadline},
 		{"corrupt", "tcp-blocking", 2, "rank 1 failed: malformed frame: checksum", "exited with status 1", 1, deadline},
 		{"hang", "tcp-blocking", 2, "rank 1 failed: deadline passed", "stopped by the launcher", -1, 2 * deadline},
+		{"kill", "shm-tmpdir", 3, "rank 1 failed: connection lost", "killed by signal 9", -1, deadline},
+		{"corrupt", "shm-tmpdir", 2, "rank 1 failed: malformed frame: length", "exited with status 1", 1, deadline},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/p=%d", tc.scenario, tc.transport, tc.p), func(t *testing.T) {
-			if tc.transport == "shm" && !shmSupported {
+			if strings.HasPrefix(tc.transport, "shm") && !shmSupported {
 				t.Skipf("no shared-memory transport on %s", runtime.GOOS)
 			}
 			if tc.scenario != "corrupt" && runtime.GOOS == "windows" {

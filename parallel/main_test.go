@@ -49,13 +49,17 @@ type jobResult struct {
 }
 
 // runJob launches n workers of a scenario with extra environment.
-// TEST_TRANSPORT=tcp-blocking is TCP on the blocking engine (Windows').
+// TEST_TRANSPORT=tcp-blocking is TCP on the blocking engine (Windows');
+// shm-tmpdir is shm with its files in os.TempDir (macOS's place for them).
 func runJob(t *testing.T, n int, scenario string, deadline time.Duration, env ...string) jobResult {
 	t.Helper()
 	for i, kv := range env {
-		if kv == "TEST_TRANSPORT=tcp-blocking" {
+		switch kv {
+		case "TEST_TRANSPORT=tcp-blocking":
 			env = append(env[:i:i], append([]string{"TEST_TRANSPORT=tcp", "TEST_TCP_ENGINE=blocking"}, env[i+1:]...)...)
-			break
+		case "TEST_TRANSPORT=shm-tmpdir":
+			// as on macOS: no /dev/shm, so the rings are files in os.TempDir
+			env = append(env[:i:i], append([]string{"TEST_TRANSPORT=shm", "TEST_DEV_SHM=/nonexistent/dev/shm"}, env[i+1:]...)...)
 		}
 	}
 	var stderr bytes.Buffer
@@ -66,8 +70,10 @@ func runJob(t *testing.T, n int, scenario string, deadline time.Duration, env ..
 		Deadline: deadline, Stdout: os.Stdout, Stderr: &stderr, Grace: 500 * time.Millisecond,
 	})
 	res := jobResult{err: err, stderr: stderr.String(), elapsed: time.Since(t0)}
-	if leftover, _ := filepath.Glob(filepath.Join(shmDir(), "gptlab-*.ring")); len(leftover) > 0 {
-		t.Errorf("files left in %s: %v", shmDir(), leftover)
+	for _, dir := range []string{shmDir(), os.TempDir()} {
+		if leftover, _ := filepath.Glob(filepath.Join(dir, "gptlab-*.ring")); len(leftover) > 0 {
+			t.Errorf("files left in %s: %v", dir, leftover)
+		}
 	}
 	return res
 }
@@ -102,10 +108,15 @@ func runWorker(name string) int {
 		ln.Close()
 	}
 	blockingTCP = os.Getenv("TEST_TCP_ENGINE") == "blocking"
+	useShmDir(os.Getenv("TEST_DEV_SHM"))
 	goroutines, fds := runtime.NumGoroutine(), openFDs()
 	c, err := Join(context.Background(), env, Options{Transport: os.Getenv("TEST_TRANSPORT"), ChunkBytes: atoiEnv("TEST_CHUNK")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker: join:", err)
+		return 1
+	}
+	if c.Transport() == "shm" && os.Getenv("TEST_DEV_SHM") != "" && filepath.Dir(ShmPath(env.Job, env.Rank)) != os.TempDir() {
+		fmt.Fprintf(os.Stderr, "worker: ring %s, want it in %s\n", ShmPath(env.Job, env.Rank), os.TempDir())
 		return 1
 	}
 	if c.Transport() == "shm" {

@@ -9,7 +9,8 @@ import (
 )
 
 // The shared-memory transport, for ranks on one host. Each rank owns one
-// ring: a file in /dev/shm that it creates and its next rank maps, so the
+// ring: a file in /dev/shm (on macOS, which has none, in the temporary
+// directory: shmDir) that it creates and its next rank maps, so the
 // ring carries frames one way (single producer, single consumer), as the
 // TCP links do. The file is unlinked as soon as both sides have mapped
 // it: nothing is left behind once the job is set up, even if a process
@@ -51,7 +52,8 @@ func (r *ring) slot(i uint64) []byte {
 }
 
 // ShmPath is the file of rank's ring in a job (it exists only while the
-// job is being set up), in shmDir.
+// job is being set up), in shmDir: /dev/shm, or the temporary directory
+// where there is no /dev/shm (macOS).
 func ShmPath(job string, rank int) string {
 	return filepath.Join(shmDir(), fmt.Sprintf("gptlab-%s-%d.ring", job, rank))
 }

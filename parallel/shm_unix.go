@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -17,8 +18,19 @@ import (
 // shmSupported: the shared-memory transport works here.
 const shmSupported = true
 
-// shmDir is where the rings' files are made: /dev/shm.
-func shmDir() string { return "/dev/shm" }
+// shmDir is where the rings' files are made (shmDirIn of /dev/shm).
+var shmDir = sync.OnceValue(func() string { return shmDirIn("/dev/shm") })
+
+// shmDirIn is devShm where it is a directory (Linux: memory, never disk),
+// else the temporary directory, os.TempDir (macOS: the per-user $TMPDIR;
+// every rank of a job inherits the launcher's). The ring protocol and its
+// checks are the same in either.
+func shmDirIn(devShm string) string {
+	if st, err := os.Stat(devShm); err == nil && st.IsDir() {
+		return devShm
+	}
+	return os.TempDir()
+}
 
 // hostID names the host and its shared-memory directory: ranks with equal
 // ids can share memory through files there.

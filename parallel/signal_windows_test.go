@@ -19,3 +19,6 @@ func signalSelf(sig syscall.Signal) {
 
 // pdeathsigOff: Windows has no parent-death signal.
 func pdeathsigOff() {}
+
+// useShmDir: Windows has no rings.
+func useShmDir(string) {}
