@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
-	"strings"
+
+	"gptlab/internal/csvtable"
 )
 
 // This file reads and writes MiniMalloc's CSV format: a header
@@ -23,87 +23,74 @@ var ErrCSV = errors.New("bad planning CSV")
 
 var csvColumns = []string{"id", "lower", "upper", "size"}
 
+// csvFormat is MiniMalloc's CSV, read with the reader the serving traces
+// use (internal/csvtable): BOM, CRLF, columns by name in any order.
+var csvFormat = csvtable.Format{Columns: []csvtable.Column{
+	{Name: "id"}, {Name: "lower"}, {Name: "upper"}, {Name: "size"}, {Name: "offset", Optional: true},
+}}
+
 // ReadCSV reads buffers, and their offsets when the file has an `offset`
-// column (else offsets is nil). A malformed file gives one error naming the
-// line and the value at fault.
+// column (else offsets is nil). The header names the columns in any
+// order (a UTF-8 byte-order mark and CRLF line ends are accepted); a
+// malformed file gives one error naming the line, the column and the
+// value at fault.
 func ReadCSV(r io.Reader) (bufs []Buffer, offsets []int64, err error) {
-	cr := csv.NewReader(r)
-	cr.TrimLeadingSpace = true
-	cr.ReuseRecord = true
-	header, err := cr.Read()
-	if err == io.EOF {
-		return nil, nil, fmt.Errorf("%w: empty file: want the header %s", ErrCSV, strings.Join(csvColumns, ","))
-	}
+	t, err := csvtable.NewReader(r, csvFormat)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrCSV, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrCSV, err)
 	}
-	col := map[string]int{}
-	for i, h := range header {
-		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
-		if _, dup := col[h]; dup || (h != "offset" && !slices.Contains(csvColumns, h)) {
-			return nil, nil, fmt.Errorf("%w: line 1: header column %q: want %s and optionally offset, once each", ErrCSV, h, strings.Join(csvColumns, ","))
-		}
-		col[h] = i
-	}
-	for _, c := range csvColumns {
-		if _, ok := col[c]; !ok {
-			return nil, nil, fmt.Errorf("%w: line 1: header %q lacks column %q", ErrCSV, strings.Join(header, ","), c)
-		}
-	}
-	_, hasOffset := col["offset"]
+	hasOffset := t.Has("offset")
 	seen := map[string]int{}
 	for {
-		rec, err := cr.Read()
+		row, err := t.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrCSV, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrCSV, err)
 		}
-		line, _ := cr.FieldPos(0)
-		num := func(name string, lo, hi int64) (int64, error) {
-			s := strings.TrimSpace(rec[col[name]])
-			v, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || v < lo || v > hi {
-				return 0, fmt.Errorf("%w: line %d: %s %q: want an integer in [%d, %d]", ErrCSV, line, name, s, lo, hi)
-			}
-			return v, nil
+		if bufs, offsets, err = appendBuffer(bufs, offsets, row, hasOffset, seen); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrCSV, err)
 		}
-		var b Buffer
-		b.ID = strings.TrimSpace(rec[col["id"]])
-		if b.ID == "" {
-			return nil, nil, fmt.Errorf("%w: line %d: empty id", ErrCSV, line)
-		}
-		if first, dup := seen[b.ID]; dup {
-			return nil, nil, fmt.Errorf("%w: line %d: id %q already used on line %d", ErrCSV, line, b.ID, first)
-		}
-		seen[b.ID] = line
-		if b.Start, err = num("lower", -MaxCSVSize, MaxCSVSize); err != nil {
-			return nil, nil, err
-		}
-		if b.End, err = num("upper", -MaxCSVSize, MaxCSVSize); err != nil {
-			return nil, nil, err
-		}
-		if b.End <= b.Start {
-			return nil, nil, fmt.Errorf("%w: line %d: id %q: upper %d <= lower %d: the lifetime [lower, upper) is empty", ErrCSV, line, b.ID, b.End, b.Start)
-		}
-		if b.Size, err = num("size", 1, MaxCSVSize); err != nil {
-			return nil, nil, err
-		}
-		if hasOffset {
-			off, err := num("offset", 0, MaxCSVSize)
-			if err != nil {
-				return nil, nil, err
-			}
-			offsets = append(offsets, off)
-		}
-		b.ID = strings.Clone(b.ID) // ReuseRecord: keep no reference to the record
-		bufs = append(bufs, b)
 	}
 	if len(bufs) == 0 {
 		return nil, nil, fmt.Errorf("%w: no buffers after the header", ErrCSV)
 	}
 	return bufs, offsets, nil
+}
+
+// appendBuffer appends the buffer of one row (and its offset).
+func appendBuffer(bufs []Buffer, offsets []int64, row *csvtable.Row, hasOffset bool, seen map[string]int) ([]Buffer, []int64, error) {
+	var b Buffer
+	var err error
+	b.ID = row.String("id")
+	if b.ID == "" {
+		return nil, nil, row.Errorf("empty id")
+	}
+	if first, dup := seen[b.ID]; dup {
+		return nil, nil, row.Errorf("id %q already used on line %d", b.ID, first)
+	}
+	seen[b.ID] = row.Line()
+	if b.Start, err = row.Int("lower", -MaxCSVSize, MaxCSVSize); err != nil {
+		return nil, nil, err
+	}
+	if b.End, err = row.Int("upper", -MaxCSVSize, MaxCSVSize); err != nil {
+		return nil, nil, err
+	}
+	if b.End <= b.Start {
+		return nil, nil, row.Errorf("id %q: upper %d <= lower %d: the lifetime [lower, upper) is empty", b.ID, b.End, b.Start)
+	}
+	if b.Size, err = row.Int("size", 1, MaxCSVSize); err != nil {
+		return nil, nil, err
+	}
+	if hasOffset {
+		off, err := row.Int("offset", 0, MaxCSVSize)
+		if err != nil {
+			return nil, nil, err
+		}
+		offsets = append(offsets, off)
+	}
+	return append(bufs, b), offsets, nil
 }
 
 // WriteCSV writes buffers in MiniMalloc's format, with an offset column

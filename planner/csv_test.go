@@ -37,6 +37,13 @@ func TestReadCSV(t *testing.T) {
 		{"duplicate id", "id,lower,upper,size\nb1,0,3,4\nb1,3,5,4\n", `line 3: id "b1" already used on line 2`},
 		{"empty id", "id,lower,upper,size\n,0,3,4\n", "line 2: empty id"},
 		{"negative offset", "id,lower,upper,size,offset\nb1,0,3,4,-1\n", `offset "-1"`},
+		{"CRLF", "id,lower,upper,size\r\nb1,0,3,4\r\n", ""},
+		{"padded header", "\ufeff id , size,lower,upper\r\nb1,4,0,3\r\n", ""},
+		{"blank lines", "id,lower,upper,size\n\nb1,0,3,4\n  \n", ""},
+		// the messages are the serving trace reader's (one reader, internal/csvtable)
+		{"short row says what it wants", "id,lower,upper,size\nb1,0,3\n", "line 2: 3 fields, want 4 (id,lower,upper,size)"},
+		{"unterminated quote", "id,lower,upper,size\n\"b1,0,3,4\n", "line 2: unterminated quoted field"},
+		{"text after a quote", "id,lower,upper,size\n\"b1\"x,0,3,4\n", `line 2: text after the quoted field "b1"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
