@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
+
+	"gptlab/internal/csvtable"
 )
 
 // A trace is a CSV file of requests, one a line:
@@ -18,8 +19,11 @@ import (
 // order), prompt_tokens and output_tokens are whole numbers of at least 1
 // (output_tokens is the request's max_tokens), and the optional cancel_s is
 // the time in seconds the client cancels, later than arrival_s (empty: it
-// never does). A header line naming the columns may come first; blank
-// lines and lines starting with # are skipped.
+// never does). A header line naming the columns may come first, in any
+// order; without one the columns are in the order above. It is read as
+// gptlab plan reads its CSV (internal/csvtable: a UTF-8 byte-order mark
+// and CRLF line ends accepted, the same messages); blank lines and lines
+// starting with # are skipped.
 
 // ErrTrace marks a malformed trace; the message names the line.
 var ErrTrace = errors.New("bad trace")
@@ -28,40 +32,68 @@ var ErrTrace = errors.New("bad trace")
 // exhaust memory.
 const maxTraceLine = 4096
 
-// ReadTrace reads a trace. Request IDs are the rows' order, from 0.
-func ReadTrace(r io.Reader) ([]Request, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 256), maxTraceLine)
-	var reqs []Request
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(strings.TrimSuffix(sc.Text(), "\r"))
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		fields := strings.Split(text, ",")
-		for i := range fields {
-			fields[i] = strings.TrimSpace(fields[i])
-		}
-		if len(reqs) == 0 && fields[0] == "arrival_s" {
-			if !isTraceHeader(fields) {
-				return nil, fmt.Errorf("%w: line %d: header %q: want arrival_s,prompt_tokens,output_tokens[,cancel_s]", ErrTrace, line, text)
-			}
-			continue
-		}
-		req, err := traceRow(fields)
-		if err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", ErrTrace, line, err)
-		}
-		req.ID = len(reqs)
-		reqs = append(reqs, req)
+var traceColumns = []string{"arrival_s", "prompt_tokens", "output_tokens", "cancel_s"}
+
+var traceFormat = csvtable.Format{
+	Columns:        []csvtable.Column{{Name: "arrival_s"}, {Name: "prompt_tokens"}, {Name: "output_tokens"}, {Name: "cancel_s", Optional: true}},
+	HeaderOptional: true,
+	Comments:       true,
+	MaxLine:        maxTraceLine,
+}
+
+// TraceReader reads a trace one request at a time, holding one line, not
+// the file.
+type TraceReader struct {
+	t *csvtable.Reader
+	n int
+}
+
+// NewTraceReader reads through the header of the trace in r, if it has
+// one. Errors wrap ErrTrace.
+func NewTraceReader(r io.Reader) (*TraceReader, error) {
+	t, err := csvtable.NewReader(r, traceFormat)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTrace, err)
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("%w: line %d: longer than %d bytes", ErrTrace, line+1, maxTraceLine)
+	return &TraceReader{t: t}, nil
+}
+
+// Next is the next request, its ID the number of requests before it; io.EOF
+// after the last. Other errors wrap ErrTrace and name the line.
+func (tr *TraceReader) Next() (Request, error) {
+	row, err := tr.t.Next()
+	if err == io.EOF {
+		return Request{}, io.EOF
+	}
+	if err != nil {
+		return Request{}, fmt.Errorf("%w: %w", ErrTrace, err)
+	}
+	req, err := traceRow(row)
+	if err != nil {
+		return Request{}, fmt.Errorf("%w: %w", ErrTrace, err)
+	}
+	req.ID = tr.n
+	tr.n++
+	return req, nil
+}
+
+// ReadTrace reads a whole trace (with TraceReader). Request IDs are the
+// rows' order, from 0.
+func ReadTrace(r io.Reader) ([]Request, error) {
+	tr, err := NewTraceReader(r)
+	if err != nil {
+		return nil, err
+	}
+	var reqs []Request
+	for {
+		req, err := tr.Next()
+		if err == io.EOF {
+			break
 		}
-		return nil, fmt.Errorf("%w: %v", ErrTrace, err)
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, req)
 	}
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("%w: no requests", ErrTrace)
@@ -69,55 +101,27 @@ func ReadTrace(r io.Reader) ([]Request, error) {
 	return reqs, nil
 }
 
-var traceColumns = []string{"arrival_s", "prompt_tokens", "output_tokens", "cancel_s"}
-
-func isTraceHeader(fields []string) bool {
-	if len(fields) < 3 || len(fields) > 4 {
-		return false
-	}
-	for i, f := range fields {
-		if f != traceColumns[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func traceRow(fields []string) (Request, error) {
-	if len(fields) < 3 || len(fields) > 4 {
-		return Request{}, fmt.Errorf("%d fields, want 3 or 4 (arrival_s,prompt_tokens,output_tokens[,cancel_s])", len(fields))
-	}
-	seconds := func(name, s string) (float64, error) {
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e9 {
-			return 0, fmt.Errorf("%s %q is not a time in seconds in [0, 1e9]", name, s)
-		}
-		return v, nil
-	}
-	tokens := func(name, s string) (int, error) {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > maxLength {
-			return 0, fmt.Errorf("%s %q is not a whole number in [1, %d]", name, s, maxLength)
-		}
-		return v, nil
-	}
+func traceRow(row *csvtable.Row) (Request, error) {
 	var r Request
 	var err error
-	if r.Arrival, err = seconds("arrival_s", fields[0]); err != nil {
+	if r.Arrival, err = row.Float("arrival_s", 0, 1e9); err != nil {
 		return r, err
 	}
-	if r.Prompt, err = tokens("prompt_tokens", fields[1]); err != nil {
+	p, err := row.Int("prompt_tokens", 1, maxLength)
+	if err != nil {
 		return r, err
 	}
-	if r.Output, err = tokens("output_tokens", fields[2]); err != nil {
+	o, err := row.Int("output_tokens", 1, maxLength)
+	if err != nil {
 		return r, err
 	}
-	if len(fields) == 4 && fields[3] != "" {
-		if r.Cancel, err = seconds("cancel_s", fields[3]); err != nil {
+	r.Prompt, r.Output = int(p), int(o)
+	if s := row.String("cancel_s"); s != "" {
+		if r.Cancel, err = row.Float("cancel_s", 0, 1e9); err != nil {
 			return r, err
 		}
 		if r.Cancel <= r.Arrival {
-			return r, fmt.Errorf("cancel_s %s is not later than arrival_s %s", fields[3], fields[0])
+			return r, row.Errorf("cancel_s %s is not later than arrival_s %s", s, row.String("arrival_s"))
 		}
 	}
 	return r, nil
