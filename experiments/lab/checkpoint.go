@@ -19,9 +19,10 @@ import (
 //	sqrt        keep ⌈√L⌉ evenly spaced layer inputs (Chen et al.)
 //	selective   keep everything but attention's softmax/dropout core,
 //	            recomputed from q and k (Megatron's selective recomputation)
-//	budget:B    the fastest schedule whose planned peak fits B bytes (B may
+//	budget:B    the cheapest schedule whose planned peak fits B bytes (B may
 //	            say KiB, MiB or GiB, or be a fraction of none's peak: 0.5),
-//	            found by the dynamic program over the measured chain
+//	            found by the dynamic program over the chain's sizes and a
+//	            FLOP/byte cost (models.DefaultCost): the same on every run
 
 // CheckpointPolicy is a checkpointing policy as --set names it: parsed
 // once, where the setting is read (UnmarshalText), and fitted to a model
@@ -156,31 +157,53 @@ func (p CheckpointPolicy) FixedSchedule(cfg models.Config) (models.StepSchedule,
 	return models.StepSchedule{}, fmt.Errorf("policy %s needs the chain's measurements", p.Name)
 }
 
-// Chain is a config's measured chain for the budget search.
+// Chain is a config's chain for the budget search: sizes from the
+// planned arena, times from a deterministic cost model (models.CostModel),
+// so the schedule a budget gets is the same on every run.
 type Chain struct {
-	Links     []recompute.Link
-	In        int64 // the chain input's bytes
-	PlainPeak int64 // none's planned arena
-	Offset    int64 // planned peak minus the model's, for the plain step
+	Links     []recompute.Link // the search's: times are the cost model's seconds
+	Measured  []recompute.Link // the same links with profiled times, for reporting only (nil unprofiled)
+	In        int64            // the chain input's bytes
+	PlainPeak int64            // none's planned arena
+	Offset    int64            // planned peak minus the model's, for the plain step
+	Cost      models.CostModel // the cost model of Links' times
 }
 
-// MeasureChain measures cfg's chain on a batch (see models.MeasureChain).
+// MeasureChain measures cfg's chain on a batch (see models.MeasureChain)
+// with the default cost model; runs > 0 profiles the plain step's ops too,
+// for Measured (reporting only: the search never reads it).
 func MeasureChain(cfg models.Config, p *models.Params, B, T int, idx, tgt []int32, runs int) (*Chain, error) {
-	links, in, peak, err := models.MeasureChain(cfg, p, B, T, idx, tgt, runs)
-	if err != nil {
-		return nil, err
-	}
-	_, model, err := recompute.Simulate(links, in, recompute.Chen(len(links), nil, nil))
-	if err != nil {
-		return nil, err
-	}
-	return &Chain{Links: links, In: in, PlainPeak: peak, Offset: peak - model}, nil
+	return MeasureChainCost(cfg, p, B, T, idx, tgt, runs, models.DefaultCost)
 }
 
-// searchQuantum is how finely the bisection for the smallest feasible
+// MeasureChainCost is MeasureChain with the search's cost model given.
+func MeasureChainCost(cfg models.Config, p *models.Params, B, T int, idx, tgt []int32, runs int, cost models.CostModel) (*Chain, error) {
+	mc, err := models.MeasureChain(cfg, p, B, T, idx, tgt, runs, cost)
+	if err != nil {
+		return nil, err
+	}
+	_, model, err := recompute.Simulate(mc.Links, mc.In, recompute.Chen(len(mc.Links), nil, nil))
+	if err != nil {
+		return nil, err
+	}
+	return &Chain{Links: mc.Links, Measured: mc.Measured, In: mc.In, PlainPeak: mc.PlainPeak, Offset: mc.PlainPeak - model, Cost: cost}, nil
+}
+
+// MeasuredTime is the measured chain's time of moves (the sum of the
+// profiled segment times they run), in seconds, and false when the chain
+// was not profiled: a figure to report beside the cost, not to choose by.
+func (c *Chain) MeasuredTime(moves recompute.Moves) (float64, bool) {
+	if c.Measured == nil {
+		return 0, false
+	}
+	t, _, err := recompute.Simulate(c.Measured, c.In, moves)
+	return t, err == nil
+}
+
+// SearchQuantum is how finely the bisection for the smallest feasible
 // budget counts memory: the budget in this many units (sizes round up, so
 // what it finds is feasible exactly too).
-const searchQuantum = 4096
+const SearchQuantum = 4096
 
 // ErrBudget marks a budget no schedule fits.
 var ErrBudget = errors.New("below the smallest feasible peak")
@@ -190,11 +213,11 @@ type BudgetResult struct {
 	Moves    recompute.Moves
 	Schedule models.StepSchedule
 	Peak     int64   // planned
-	Time     float64 // the model's, in seconds
+	Time     float64 // the cost model's, in seconds
 	Tries    int     // compilations until the planned peak fit
 }
 
-// BestWithin finds the fastest schedule (in the chain's time model) whose
+// BestWithin finds the cheapest schedule (in the chain's cost model) whose
 // planned arena fits budget: the dynamic program on the model's memory
 // (the planned peak less the plain step's offset), its schedule planned
 // for real, and the model's budget lowered by any excess until the
@@ -231,9 +254,9 @@ func (c *Chain) BestWithin(budget int64, plan func(models.StepSchedule) (int64, 
 // any schedule reaches (bisection to a quantum).
 func (c *Chain) SmallestFeasible() int64 {
 	lo, hi := int64(0), c.PlainPeak-c.Offset // infeasible, feasible
-	for hi-lo > max(hi/searchQuantum, 1) {
+	for hi-lo > max(hi/SearchQuantum, 1) {
 		mid := (lo + hi) / 2
-		if _, err := recompute.Optimal(c.Links, c.In, mid, mid/searchQuantum+1, true); err == nil {
+		if _, err := recompute.Optimal(c.Links, c.In, mid, mid/SearchQuantum+1, true); err == nil {
 			hi = mid
 		} else {
 			lo = mid
@@ -246,7 +269,8 @@ func (c *Chain) SmallestFeasible() int64 {
 // schedule of cfg's training step (nil for none: the plain model). A
 // policy that does not fit cfg, and a budget below the smallest feasible
 // peak, are usage errors naming the setting (and that minimum). A budget
-// is searched on the chain measured on the batch (idx, tgt).
+// is searched on the chain's planned sizes and its FLOP/byte cost, so the
+// same policy gives the same schedule on every run.
 func ResolveCheckpoint(pol CheckpointPolicy, cfg models.Config, p *models.Params, B, T int, idx, tgt []int32) (*models.StepSchedule, error) {
 	if err := pol.Check(cfg.Layers); err != nil {
 		return nil, Usagef("--set checkpoint=%s: %v", pol.Name, err)
@@ -259,7 +283,7 @@ func ResolveCheckpoint(pol CheckpointPolicy, cfg models.Config, p *models.Params
 		s, err := pol.FixedSchedule(cfg)
 		return &s, err
 	}
-	ch, err := MeasureChain(cfg, p, B, T, idx, tgt, 2)
+	ch, err := MeasureChain(cfg, p, B, T, idx, tgt, 0) // the cost model's: nothing timed
 	if err != nil {
 		return nil, err
 	}
