@@ -9,6 +9,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/models"
+	"gptlab/planner/recompute"
 	"gptlab/precision"
 	"gptlab/reports"
 )
@@ -26,10 +27,10 @@ import (
 type checkpointConfig struct {
 	Configs  []string `set:"configs" help:"model shapes: tiny, small, baby, deep (baby, 16 layers), long (baby, block 256)"`
 	Policies []string `set:"policies" help:"fixed policies compared with none: every:K, sqrt, selective"`
-	Budgets  int      `set:"budgets" help:"budgets in the sweep, from the smallest feasible peak to none's"`
+	Budgets  int      `set:"budgets" help:"budgets in the sweep, from the chain model's smallest feasible budget to none's peak"`
 	Dropout  float64  `set:"dropout" help:"dropout probability"`
 	Steps    int      `set:"steps" help:"timed steps per schedule (median and spread reported)"`
-	Profile  int      `set:"profile-runs" help:"profiled runs of the plain step for the chain's measured times"`
+	Profile  int      `set:"profile-runs" help:"profiled runs of the plain step for the chain's measured times (reported only: the search uses the FLOP/byte cost)"`
 	// Checkpointing composes with mixed precision: these shapes run every
 	// policy again under a 16-bit policy.
 	Precision       precision.Policy `set:"precision" help:"the 16-bit policy the shapes of precision-shapes run every policy under too"`
@@ -163,18 +164,20 @@ type ckRow struct {
 	name      string
 	peak      int64
 	kept      int64
-	recompute float64 // share of one forward
-	ms        float64 // median step
-	slow      float64 // median over the rounds of the step ÷ none's in the same round
-	spread    float64 // (max - min) / median
-	bitwise   bool    // stateless and stateful gradients equal none's
-	rng       bool    // the stateful stream after the step equals none's
-	model     float64 // the chain model's time, seconds (budget rows)
-	budget    int64   // budget rows: the budget
-	fixed     string  // budget rows: the fastest fixed policy within the budget
+	recompute float64         // share of one forward
+	ms        float64         // median step
+	slow      float64         // median over the rounds of the step ÷ none's in the same round
+	spread    float64         // (max - min) / median
+	bitwise   bool            // stateless and stateful gradients equal none's
+	rng       bool            // the stateful stream after the step equals none's
+	model     float64         // the chain's cost model, seconds (budget rows)
+	measured  float64         // budget rows: the profiled chain's time of the schedule, seconds (0 unprofiled)
+	moves     recompute.Moves // budget rows: the dynamic program's schedule
+	budget    int64           // budget rows: the budget
+	fixed     string          // budget rows: the fastest fixed policy within the budget
 	fixedMs   float64
 	fixedPeak int64
-	fixedTime float64 // the model's time of that fixed policy
+	fixedTime float64 // the cost model's of that fixed policy
 }
 
 // ckShapeResult is everything one shape measured.

@@ -26,10 +26,11 @@ func toMoves(s models.StepSchedule) recompute.Moves {
 	return ms
 }
 
-// sweepBudgets runs the budget sweep: for budgets from the smallest
-// feasible peak up to none's, the dynamic program's schedule planned, run
-// and timed (interleaved with none), beside the fastest fixed policy whose
-// planned peak fits the same budget.
+// sweepBudgets runs the budget sweep: for budgets from the chain model's
+// smallest feasible budget up to none's peak, the dynamic program's
+// schedule (the cheapest in the chain's FLOP/byte cost, so the same on
+// every run) planned, run and timed (interleaved with none), beside the
+// cheapest fixed policy whose planned peak fits the same budget.
 func (res *ckShapeResult) sweepBudgets(ctx context.Context, ch *lab.Chain, p *models.Params, idx, tgt []int32, seed int64, cfg *checkpointConfig) error {
 	mc := res.cfg
 	plan := func(s models.StepSchedule) (int64, error) {
@@ -61,6 +62,8 @@ func (res *ckShapeResult) sweepBudgets(ctx context.Context, ch *lab.Chain, p *mo
 		}
 		dp := rows[1]
 		dp.name, dp.budget, dp.model = fmt.Sprintf("budget:%s", reports.FormatBytes(float64(budget))), budget, br.Time
+		dp.moves = br.Moves
+		dp.measured, _ = ch.MeasuredTime(br.Moves)
 		dp.ms = dp.slow * none.ms // on none's scale: the ratio measured side by side
 		dp.fixed, dp.fixedTime = "-", math.Inf(1)
 		for _, f := range res.rows {
@@ -105,26 +108,35 @@ func (res *ckShapeResult) report(r *reports.Report, name string) {
 			"which they ran interleaved.", res.precision, res.precision, res.precision)
 	}
 	s := r.AddTable(fmt.Sprintf("Budget sweep on %s: the dynamic program against the fixed policies", name),
-		reports.Bytes("budget"), reports.Bytes("dp peak"), reports.Float("dp ms", 1), reports.Text("best fixed within"),
-		reports.Bytes("its peak"), reports.Float("its ms", 1), reports.Ratio("dp ÷ fixed (model)"))
-	s.Constant(reports.Bytes("smallest feasible peak"), res.smallest)
+		reports.Bytes("budget"), reports.Bytes("dp peak"), reports.Float("cost ms", 2), reports.Float("dp ms", 1),
+		reports.Text("fixed within"), reports.Bytes("its peak"), reports.Float("its ms", 1), reports.Ratio("cost ÷ fixed"))
+	s.Constant(reports.Bytes("smallest planned peak found"), res.smallestPlanned())
 	for _, row := range res.sweep {
 		var fixedRatio, fixedPeak, fixedMs any // none when no fixed policy fits
 		if !math.IsInf(row.fixedTime, 1) {
 			fixedRatio, fixedPeak, fixedMs = row.model/row.fixedTime, row.fixedPeak, row.fixedMs
 		}
-		s.Row(row.budget, row.peak, row.ms, row.fixed, fixedPeak, fixedMs, fixedRatio)
+		s.Row(row.budget, row.peak, row.model*1e3, row.ms, row.fixed, fixedPeak, fixedMs, fixedRatio)
+		measured := ""
+		if row.measured > 0 {
+			measured = fmt.Sprintf("; the measured chain runs it in %.2f ms", row.measured*1e3)
+		}
 		r.Check(fmt.Sprintf("%s %s: the schedule's planned peak fits and its step equals none's", name, row.name),
-			row.peak <= row.budget && row.bitwise, "planned %s within %s, gradients bitwise %v",
-			reports.FormatBytes(float64(row.peak)), reports.FormatBytes(float64(row.budget)), row.bitwise)
+			row.peak <= row.budget && row.bitwise, "planned %s within %s, gradients bitwise %v; cost %.3f ms%s; schedule %v",
+			reports.FormatBytes(float64(row.peak)), reports.FormatBytes(float64(row.budget)), row.bitwise,
+			row.model*1e3, measured, row.moves)
 		if !math.IsInf(row.fixedTime, 1) {
-			r.Check(fmt.Sprintf("%s %s: the dynamic program is no slower than %s", name, row.name, row.fixed),
+			r.Check(fmt.Sprintf("%s %s: the dynamic program costs no more than %s", name, row.name, row.fixed),
 				row.model <= row.fixedTime*(1+1e-9),
-				"model time %.2f ms against %.2f ms (measured %.1f against %.1f ms)", row.model*1e3, row.fixedTime*1e3, row.ms, row.fixedMs)
+				"cost %.3f ms against %.3f ms (measured %.1f against %.1f ms)", row.model*1e3, row.fixedTime*1e3, row.ms, row.fixedMs)
 		}
 	}
-	s.Note("dp ms is measured interleaved with none and put on none's scale above; the comparison with the fixed " +
-		"policies uses the chain model's time (the sum of the measured segment times a schedule runs).")
+	s.Note("Budgets run from the chain model's smallest feasible budget to none's peak; a schedule may plan below "+
+		"its budget. cost ms: the schedule's cost, each op the longer of its FLOPs at %.0f GFLOP/s and its bytes at "+
+		"%.0f GB/s (fixed constants: a budget gets the same schedule on every run), by which the dynamic program "+
+		"chooses and is compared (cost ÷ fixed). dp ms, its ms: measured steps (dp ms interleaved with none, on "+
+		"none's scale); the profiled chain (profile-runs) is reported only, in the checks.",
+		models.DefaultCost.FlopsPerSecond/1e9, models.DefaultCost.BytesPerSecond/1e9)
 	bit := true
 	for _, row := range res.rows {
 		bit = bit && row.bitwise && row.rng
@@ -153,6 +165,17 @@ func (res *ckShapeResult) report(r *reports.Report, name string) {
 			r.Metric(name+"_recompute_flops_share_"+key, row.recompute)
 		}
 	}
+}
+
+// smallestPlanned is the lowest planned peak of the sweep's schedules:
+// a peak some schedule reaches, where the chain model's smallest feasible
+// budget (the first budget) is only an upper bound on it.
+func (res *ckShapeResult) smallestPlanned() int64 {
+	low := int64(math.MaxInt64)
+	for _, row := range res.sweep {
+		low = min(low, row.peak)
+	}
+	return low
 }
 
 // metricKey is a policy as a metric name part: "every:2" -> "every2".
