@@ -226,15 +226,25 @@ type dpBucketPlan struct {
 }
 
 // plans are the bucket layouts the lab times: the configured one first,
-// then the sweep's caps and one bucket for everything.
+// then the sweep's caps and one bucket for everything; a layout already
+// in the list (the configured plan is one bucket when its first bucket
+// holds every gradient) is timed once.
 func (c *dpConfig) plans(gradBytes int) []dpBucketPlan {
 	mib := func(x float64) int { return int(math.Round(x * (1 << 20))) }
 	cap, first := mib(c.BucketMB), min(mib(c.FirstMB), mib(c.BucketMB))
-	out := []dpBucketPlan{{fmt.Sprintf("%s, 1st %s", reports.FormatBytes(float64(cap)), reports.FormatBytes(float64(first))), first, cap}}
+	name := fmt.Sprintf("%s, 1st %s", reports.FormatBytes(float64(cap)), reports.FormatBytes(float64(first)))
+	oneBucket := first >= gradBytes
+	if oneBucket {
+		name += ": one bucket"
+	}
+	out := []dpBucketPlan{{name, first, cap}}
 	for _, k := range c.SweepKiB {
 		if k<<10 < gradBytes {
 			out = append(out, dpBucketPlan{reports.FormatBytes(float64(k << 10)), k << 10, k << 10})
 		}
+	}
+	if oneBucket {
+		return out
 	}
 	return append(out, dpBucketPlan{"one bucket", gradBytes, gradBytes})
 }

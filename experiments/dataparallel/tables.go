@@ -245,11 +245,13 @@ func (d *dpResult) times(r *reports.Report, N int64) {
 			}
 		}
 	}
-	t.Note("In this run overlap was slower than no overlap in %d of the %d plans of several buckets. The %d ranks' "+
-		"backward passes share this machine's %d CPUs, and a collective here is CPU work on those same CPUs "+
-		"(copies, sums and polling waits): started early, it takes CPU from the backward it runs beside. What "+
-		"overlap can hide is the time a collective waits, not the work it does.",
-		slower, several, len(d.sums), runtime.NumCPU())
+	if slower > 0 { // why, only when it happened
+		t.Note("In this run overlap was slower than no overlap in %d of the %d plans of several buckets. The %d ranks' "+
+			"backward passes share this machine's %d CPUs, and a collective here is CPU work on those same CPUs "+
+			"(copies, sums and polling waits): started early, it takes CPU from the backward it runs beside. What "+
+			"overlap can hide is the time a collective waits, not the work it does.",
+			slower, several, len(d.sums), runtime.NumCPU())
+	}
 	set := d.timings[0]
 	r.Metric("step_ms_overlap", ms(set.overlap))
 	r.Metric("step_ms_no_overlap", ms(set.noOverlap))
