@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"gptlab/experiments/lab"
 	"gptlab/internal/safetensors"
@@ -88,6 +89,9 @@ func gptGrads(ctx context.Context, modelPath, batchPath, outPath string, steps i
 	cfg := p.Config()
 	idx, tgt, B, T, err := readBatch(batchPath, cfg)
 	if err != nil {
+		if msg := err.Error(); strings.HasPrefix(msg, batchPath+": ") { // the reader named the file already
+			return lab.Usagef("gpt grads: --batch %s", msg)
+		}
 		return lab.Usagef("gpt grads: --batch %s: %v", batchPath, err)
 	}
 	cfg.Batch, cfg.Dropout = B, gc.Dropout

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,5 +30,19 @@ func TestLabelsReadRight(t *testing.T) {
 	}
 	if code, out, _ := runMain("run", "test-probe"); code != 0 || !strings.Contains(out, "the check passed") || strings.Contains(out, "all 1 checks") {
 		t.Errorf("run test-probe (one check): exit %d, output ends %q; want 'the check passed'", code, out[max(0, len(out)-80):])
+	}
+}
+
+// TestBatchPathOnce: a malformed --batch file is named once in the one
+// line (it once read "--batch X: X: malformed").
+func TestBatchPathOnce(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "batch.safetensors")
+	if err := os.WriteFile(bad, []byte("garbage!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runMain("gpt", "grads", "--model", goldenDir+"/model.safetensors", "--batch", bad,
+		"--out", filepath.Join(t.TempDir(), "o.safetensors"))
+	if code != 2 || strings.Count(errs, bad) != 1 {
+		t.Errorf("gpt grads --batch (malformed): exit %d, stderr %q; want 2 and the path named once", code, errs)
 	}
 }
