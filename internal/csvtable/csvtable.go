@@ -74,6 +74,7 @@ type Reader struct {
 	header []string // the columns in field order
 	min    int      // the fewest fields a row may have
 	first  []string // a first line that was a row, not a header
+	buf    []string // the fields of the line last read, reused
 	row    Row
 	eof    bool
 }
@@ -104,6 +105,7 @@ func NewReader(r io.Reader, f Format) (*Reader, error) {
 	if f.HeaderOptional && !t.namesAColumn(fields) {
 		t.useOrder(len(f.Columns))
 		t.first = fields
+		t.buf = nil // t.first holds it
 		return t, nil
 	}
 	if err := t.readHeader(fields); err != nil {
@@ -245,10 +247,11 @@ func (t *Reader) nextLine() ([]string, error) {
 		if trimmed == "" || (t.f.Comments && trimmed[0] == '#') {
 			continue
 		}
-		fields, err := split(text)
+		fields, err := split(t.buf[:0], text)
 		if err != nil {
 			return nil, &Error{Line: t.line, Msg: err.Error()}
 		}
+		t.buf = fields
 		return fields, nil
 	}
 	if err := t.sc.Err(); err != nil {
@@ -267,9 +270,9 @@ func (t *Reader) maxLine() int {
 	return t.f.MaxLine
 }
 
-// split cuts a line into trimmed fields; a field may be quoted.
-func split(line string) ([]string, error) {
-	var fields []string
+// split appends the trimmed fields of a line to fields; a field may be
+// quoted.
+func split(fields []string, line string) ([]string, error) {
 	for {
 		s := strings.TrimLeft(line, " \t")
 		if !strings.HasPrefix(s, `"`) {
