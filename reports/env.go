@@ -1,9 +1,7 @@
 package reports
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -85,17 +83,12 @@ func CurrentEnv() Env {
 	return e
 }
 
+// cpuName is the processor's name as the system gives it (cpu_*.go:
+// /proc/cpuinfo on Linux, sysctl on macOS, the registry on Windows), or
+// else one that names the system and architecture, never "".
 func cpuName() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
+	if n := systemCPUName(); n != "" {
+		return n
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return runtime.GOARCH
+	return runtime.GOOS + "/" + runtime.GOARCH + " processor"
 }

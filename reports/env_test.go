@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,30 @@ func TestEnvNamesKernels(t *testing.T) {
 	}
 	if v, _ := back.Env.Kernels.Get("crc32c"); v != "hash/crc32" {
 		t.Errorf("JSON round trip: crc32c kernel %v, want hash/crc32", v)
+	}
+}
+
+// Every report names its platform: the environment's OS and architecture
+// are this process's, the CPU is never empty (the text's env line is
+// written only when it is set), and the text and markdown say os/arch.
+func TestEnvNamesPlatform(t *testing.T) {
+	e := CurrentEnv()
+	if e.OS != runtime.GOOS || e.Arch != runtime.GOARCH || e.CPU == "" {
+		t.Fatalf("env os %q arch %q cpu %q; want %s, %s and a CPU name", e.OS, e.Arch, e.CPU, runtime.GOOS, runtime.GOARCH)
+	}
+	r := New("lab", "title")
+	r.Env = e
+	platform := runtime.GOOS + "/" + runtime.GOARCH
+	var text, md bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		if !strings.Contains(out, platform) || !strings.Contains(out, e.CPU) {
+			t.Errorf("the %s report does not name %s and %q:\n%s", name, platform, e.CPU, out)
+		}
 	}
 }
