@@ -120,7 +120,7 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt lab.Options) (*reports.
 			r.Check(name+": AdamW may update every donated parameter in place", res.updates[0].legal == res.updates[0].params,
 				"%d of %d legal", res.updates[0].legal, res.updates[0].params)
 			r.Check(name+": without donation every in-place update is refused", res.updates[1].legal == 0,
-				"%d of %d legal; %s", res.updates[1].legal, res.updates[1].params, res.updates[1].refusal)
+				"%d refused, %d legal; %s", res.updates[1].params-res.updates[1].legal, res.updates[1].legal, res.updates[1].refusal)
 			for _, e := range res.speed {
 				speed.Row(name, e.executor, e.stepMS, e.allocs, e.bytes)
 			}

@@ -46,3 +46,16 @@ func TestBatchPathOnce(t *testing.T) {
 		t.Errorf("gpt grads --batch (malformed): exit %d, stderr %q; want 2 and the path named once", code, errs)
 	}
 }
+
+// TestPassingDetailsRead: a passing check's detail does not open with
+// "0 of …": the checks table cuts details short, and "0 of 11 requests
+// judged…" read as a failure.
+func TestPassingDetailsRead(t *testing.T) {
+	for _, r := range quickGateReport(t).Reports {
+		for _, c := range r.Checks {
+			if c.Pass && strings.HasPrefix(c.Detail, "0 of ") {
+				t.Errorf("%s: check %q passes with a detail that opens like a failure: %q", r.Lab, c.Name, c.Detail)
+			}
+		}
+	}
+}

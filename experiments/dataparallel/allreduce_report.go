@@ -330,7 +330,7 @@ func addSweeps(r *reports.Report, sweeps []*Sweep, lab bool) {
 	}
 
 	for _, s := range sweeps {
-		r.Check(check(s)+": sums exact", s.wrong == 0, "%d of %d sizes off the exact sum", s.wrong, len(s.rows))
+		r.Check(check(s)+": sums exact", s.wrong == 0, "%d sizes, %d off the exact sum", len(s.rows), s.wrong)
 		if math.IsNaN(s.rows[0].sent) {
 			continue
 		}

@@ -151,7 +151,7 @@ func precisionChecks(r *reports.Report, runs []*policyRun, gemm gemmRates) {
 	after := len(fp16.scales) - 20
 	late := fp16.skippedAfter(20)
 	r.Check("fp16 loss scaling skips under 0.1% of steps after the first 20", float64(late) < 0.001*float64(after),
-		"%d of the %d steps after the 20th skipped (%d in all, final scale %g)", late, after, len(fp16.skipped), fp16.scale)
+		"%d steps after the 20th, %d skipped (%d in all, final scale %g)", after, late, len(fp16.skipped), fp16.scale)
 	for _, run := range []*policyRun{bf16, fp16} {
 		r.Check(run.name()+": saved activations at most 0.55x f32's, planned",
 			lab.Ratio(run.mem.Saved, f32.mem.Saved) <= 0.55, "%d bytes against %d: %.3fx",

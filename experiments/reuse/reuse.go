@@ -277,7 +277,7 @@ func reuseRefusals(r *reports.Report) error {
 		}
 	}
 	r.Check("in-place and donation requests judged as the rules say", wrong == 0,
-		"%d of %d requests judged otherwise", wrong, len(tests))
+		"%d requests, %d judged otherwise", len(tests), wrong)
 	return nil
 }
 
