@@ -72,6 +72,9 @@ func planCommand(fs *flag.FlagSet) Runner {
 				return err
 			}
 		}
+		status := lab.NewStatus(stderr) // a sign of life on a terminal: a million rows take seconds
+		defer status.Clear()
+		status.Say("plan: reading %s", file)
 		p, given, err := readPlanFile(file)
 		if err != nil {
 			return err
@@ -82,9 +85,11 @@ func planCommand(fs *flag.FlagSet) Runner {
 				*capacity, capSource = c, "the file name"
 			}
 		}
+		status.Say("plan: placing %s with %s", reports.Count(len(p.Buffers), "buffer"), *algo)
 		t0 := time.Now()
 		res, err := planWith(ctx, *algo, p, *capacity, *limit)
 		took := time.Since(t0)
+		status.Clear()
 		if ctx.Err() != nil {
 			return lab.Interruptedf("interrupted while planning %s; nothing saved", file)
 		}

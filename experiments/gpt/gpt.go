@@ -180,7 +180,7 @@ func Report(tr *models.Trainer, run TrainRun, c lab.Train, seed int64) (*reports
 			reached = i
 		}
 	}
-	t.Note("training time: the training steps' own time up to that step, validation excluded; the metric " +
+	t.Note("training time: the training steps' own time up to that step, validation excluded; the metric "+
 		"train_seconds is the run's wall time (%.2f s), validation, sampling and checkpoints included.", run.wall.Seconds())
 	if c.Target > 0 {
 		r.Metric("target_val_loss_nats", c.Target)

@@ -76,6 +76,7 @@ type servingLab struct {
 	seed           uint64
 	runs, checks   int // simulations run, invariant checks they ran
 	unaccounted    []string
+	status         *lab.Status // a sign of life on a terminal during a long trace
 }
 
 func runServing(ctx context.Context, cfg *servingConfig, opt lab.Options) (*reports.Report, error) {
@@ -148,7 +149,7 @@ func newServingLab(cfg *servingConfig, opt lab.Options) (*servingLab, error) {
 	case cfg.SimRequests < 1000 || cfg.SimRequests > 2_000_000:
 		return nil, lab.Usagef("--set sim-requests=%d: want 1000 to 2000000", cfg.SimRequests)
 	}
-	sl := &servingLab{cfg: cfg, seed: uint64(opt.Seed),
+	sl := &servingLab{cfg: cfg, seed: uint64(opt.Seed), status: lab.NewStatus(opt.Log),
 		slo: serving.SLO{TTFT: cfg.SLOTTFT.Seconds(), TPOT: cfg.SLOTPOT.Seconds()}}
 	var err error
 	if sl.prompt, err = serving.ParseLengths(cfg.Prompt); err != nil {
@@ -640,6 +641,8 @@ func (sl *servingLab) trace(ctx context.Context, r *reports.Report) error {
 		return lab.Usagef("--set trace=%s: %v", sl.cfg.Trace, err)
 	}
 	defer f.Close()
+	defer sl.status.Clear()
+	sl.status.Say("serving: reading the trace %s", sl.cfg.Trace)
 	reqs, err := serving.ReadTrace(f)
 	if err != nil {
 		return lab.Usagef("--set trace=%s: %v", sl.cfg.Trace, err)
@@ -649,6 +652,7 @@ func (sl *servingLab) trace(ctx context.Context, r *reports.Report) error {
 		reports.Float("goodput", 3), reports.Float("thru", 3), reports.Float("TTFT p90 (s)", 3), reports.Float("TPOT p90 (ms)", 1),
 		reports.Percent("waste", 2))
 	for _, budget := range sl.cfg.Budgets {
+		sl.status.Say("serving: the trace's %s on %d KV blocks", reports.Count(len(reqs), "request"), budget)
 		best, err := sl.bestFixed(ctx, reqs, budget)
 		if err != nil {
 			return err
