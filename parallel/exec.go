@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 )
 
@@ -40,4 +41,17 @@ func wrapCommand(wrapper []string, path string, args ...string) *exec.Cmd {
 		return exec.Command(path, args...)
 	}
 	return exec.Command(wrapper[0], append(append(wrapper[1:len(wrapper):len(wrapper)], path), args...)...)
+}
+
+// qemuArch is QEMU's name for this architecture (qemu-aarch64-static).
+func qemuArch() string {
+	switch runtime.GOARCH {
+	case "arm64":
+		return "aarch64"
+	case "amd64":
+		return "x86_64"
+	case "386":
+		return "i386"
+	}
+	return runtime.GOARCH
 }

@@ -158,6 +158,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		mu.Unlock()
 		if err != nil {
 			abandon()
+			if errors.Is(err, syscall.ENOEXEC) && wrapper == nil {
+				return fmt.Errorf("launch: rank %d: %w (a binary of another architecture? under user-mode emulation, set %s=qemu-%s-static)", r, err, EnvExec, qemuArch())
+			}
 			return fmt.Errorf("launch: rank %d: %w", r, err)
 		}
 		close(w.startedC)
