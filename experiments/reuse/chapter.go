@@ -192,12 +192,12 @@ func reuseChain(ctx context.Context, r *reports.Report, algos []planner.Algorith
 	f := at[0]
 	exact := align <= 64*mib
 	p64, _, _ := planner.ResidualChain(64*mib, false).Problem(align)
-	reuseChapter(r, "residual chain: naive is the chapter's 384 MB", f.naive, 384*mib, exact, 6*reuseRoundUp(64*mib, align), "six aligned buffers")
-	reuseChapter(r, "residual chain: reuse is the chapter's 192 MB", f.reuse, 192*mib, exact, p64.Bound(), "lower bound")
+	reuseChapter(r, "residual chain: naive is the chapter's 384 MB (MiB)", f.naive, 384*mib, exact, 6*reuseRoundUp(64*mib, align), "six aligned buffers")
+	reuseChapter(r, "residual chain: reuse is the chapter's 192 MB (MiB)", f.reuse, 192*mib, exact, p64.Bound(), "lower bound")
 	r.Check("residual chain: reuse equals the most bytes live at once (x, b, c at step 3)", f.reuse == f.bound,
 		"best-fit %s, bound %s", planner.FormatBytes(f.reuse), planner.FormatBytes(f.bound))
 	pin, _, _ := planner.ResidualChain(64*mib, true).Problem(align)
-	reuseChapter(r, "residual chain: in-place folds one more slot, the chapter's 128 MB", f.inPlace, 128*mib, exact, pin.Bound(), "lower bound")
+	reuseChapter(r, "residual chain: in-place folds one more slot, the chapter's 128 MB (MiB)", f.inPlace, 128*mib, exact, pin.Bound(), "lower bound")
 	g := at[1]
 	r.Check("residual chain: at 128 MB per buffer every figure doubles",
 		g.naive == 2*f.naive && g.reuse == 2*f.reuse && g.inPlace == 2*f.inPlace && g.bound == 2*f.bound,
