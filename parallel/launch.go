@@ -37,6 +37,18 @@ type LaunchConfig struct {
 	// themselves before they are stopped (SIGTERM, then SIGKILL 2 s later).
 	// 0 means 3 s.
 	Grace time.Duration
+	// LogRanks keeps a failed job to one line: every rank's standard error
+	// (rank 0's too) goes to a log file, each line prefixed "rank N: ", and
+	// the other ranks' lines go there alone. The file is removed when the
+	// job succeeds (or when no rank wrote a line); otherwise the error
+	// names it (JobError.Log, InterruptError.Log).
+	LogRanks bool
+	// FailPrefix begins the line a failing rank ends with (gptlab's
+	// "gptlab: "). With LogRanks, rank 0's lines that begin with it are
+	// held back until its next line or its exit; when it exits badly the
+	// last one is not written to Stderr: the error carries it instead,
+	// as the culprit's own cause.
+	FailPrefix string
 }
 
 // JobError is a job that failed: which rank, and why.
@@ -46,12 +58,25 @@ type JobError struct {
 	// exit by itself (killed, stopped by the launcher, or started elsewhere).
 	Status int
 	Msg    string
+	// Log is the file holding every rank's standard error (LogRanks), ""
+	// if none was kept. Msg names it.
+	Log string
 }
 
 func (e *JobError) Error() string { return e.Msg }
 
 // ErrInterrupted: the launcher was interrupted and stopped every worker.
+// Launch returns it as an *InterruptError.
 var ErrInterrupted = errors.New("interrupted")
+
+// InterruptError is an interrupted job: errors.Is(err, ErrInterrupted).
+type InterruptError struct {
+	Said string // rank 0's last line (FailPrefix stripped), held back from Stderr; "" if none
+	Log  string // the ranks' log file (LogRanks), "" if none was kept
+}
+
+func (e *InterruptError) Error() string     { return ErrInterrupted.Error() }
+func (e *InterruptError) Is(err error) bool { return err == ErrInterrupted }
 
 type worker struct {
 	rank     int
@@ -60,7 +85,8 @@ type worker struct {
 	conn     bool          // its connection to the launcher is attributed
 	state    *os.ProcessState
 	exited   bool
-	stopped  bool // stopped by the launcher
+	stopped  bool        // stopped by the launcher
+	out      *rankWriter // its standard error, with LogRanks
 	verdict  string
 	vAt      time.Time
 	vRank    int
@@ -110,6 +136,12 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 	defer sweepShm(job)
 
 	stderr := &lockedWriter{w: cfg.Stderr}
+	var log *rankLog
+	if cfg.LogRanks {
+		if log, err = newRankLog(job); err != nil {
+			return err
+		}
+	}
 	workers := make([]*worker, cfg.NProc)
 	for r := range workers {
 		workers[r] = &worker{rank: r, startedC: make(chan struct{})}
@@ -144,9 +176,17 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		if cfg.Deadline > 0 {
 			cmd.Env = append(cmd.Env, EnvDeadline+"="+cfg.Deadline.String())
 		}
-		if r == 0 {
+		switch {
+		case log != nil:
+			w.out = &rankWriter{prefix: fmt.Sprintf("rank %d: ", r), log: log, hold: cfg.FailPrefix}
+			if r == 0 {
+				w.out.live = stderr
+				cmd.Stdout = cfg.Stdout
+			}
+			cmd.Stderr = w.out
+		case r == 0:
 			cmd.Stdout, cmd.Stderr = cfg.Stdout, stderr
-		} else {
+		default:
 			cmd.Stderr = &prefixWriter{prefix: fmt.Sprintf("rank %d: ", r), w: stderr}
 		}
 		cmd.SysProcAttr = sysProcAttr()
@@ -158,6 +198,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		mu.Unlock()
 		if err != nil {
 			abandon()
+			log.end(false)
 			if errors.Is(err, syscall.ENOEXEC) && wrapper == nil {
 				return fmt.Errorf("launch: rank %d: %w (a binary of another architecture? under user-mode emulation, set %s=qemu-%s-static)", r, err, EnvExec, qemuArch())
 			}
@@ -167,8 +208,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		started = append(started, w)
 		go func() {
 			cmd.Wait()
-			if p, ok := cmd.Stderr.(*prefixWriter); ok {
+			switch p := cmd.Stderr.(type) {
+			case *prefixWriter:
 				p.flush()
+			case *rankWriter:
+				p.finish(cmd.ProcessState.Success())
 			}
 			exits <- r
 		}()
@@ -208,13 +252,24 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		}
 	}
 	ll.drain()
-	if interrupted {
-		return ErrInterrupted
-	}
-	if first == nil {
+	if !interrupted && first == nil {
+		log.end(false)
 		return nil
 	}
-	return blame(workers, first)
+	kept := log.end(true)
+	if interrupted {
+		ie := &InterruptError{Log: kept}
+		if workers[0].out != nil {
+			ie.Said = workers[0].out.said
+		}
+		return ie
+	}
+	je := blame(workers, first)
+	if kept != "" {
+		je.Log = kept
+		je.Msg += "; every rank's lines are in " + kept
+	}
+	return je
 }
 
 // blame names the rank at fault and the launcher's exit status.
@@ -224,6 +279,20 @@ func blame(workers []*worker, first *worker) *JobError {
 		if w.verdict != "" && (v == nil || w.vAt.Before(v.vAt)) {
 			v = w
 		}
+	}
+	// A verdict naming a rank of ours that gave a verdict of its own is a
+	// consequence (rank 0 gave up on a missing rank and closed its
+	// connections: the others lost it): the named rank's verdict is the
+	// cause. Follow the chain, at most once per rank.
+	for range workers {
+		if v == nil || v.vRank < 0 || v.vRank >= len(workers) || v.vRank == v.rank {
+			break
+		}
+		n := workers[v.vRank]
+		if n.verdict == "" || n.vRank == v.rank {
+			break
+		}
+		v = n
 	}
 	culprit, msg := first, ""
 	if v != nil {
@@ -241,6 +310,9 @@ func blame(workers []*worker, first *worker) *JobError {
 	how := describeExit(culprit)
 	if msg == "" {
 		msg = fmt.Sprintf("rank %d %s", culprit.rank, how)
+		if culprit.out != nil && culprit.out.said != "" {
+			msg += ": " + culprit.out.said // its own cause
+		}
 	} else {
 		msg = fmt.Sprintf("%s (rank %d %s)", msg, culprit.rank, how)
 	}

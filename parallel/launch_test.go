@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -133,5 +134,30 @@ func TestCheckTransport(t *testing.T) {
 		if !errors.Is(err, ErrUnsupported) {
 			t.Errorf("Join over shm on %s = %v, want ErrUnsupported", runtime.GOOS, err)
 		}
+	}
+}
+
+// blame follows the verdicts to the cause: rank 0 gave up on rank 2 (not
+// started) and closed its connections; rank 1, losing rank 0, blamed it
+// first. The launcher names rank 2 and why, not rank 1's consequence
+// (issue 17, defect 6).
+func TestBlameFollowsTheVerdicts(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	w0 := &worker{rank: 0, cmd: cmd, exited: true, state: cmd.ProcessState,
+		verdict: "rank 2 failed: deadline passed: rank(s) 2 did not join within 1s", vRank: 2, vAt: t0.Add(time.Millisecond)}
+	w1 := &worker{rank: 1, cmd: cmd, exited: true, state: cmd.ProcessState,
+		verdict: "rank 0 failed: connection lost: the process exited or died: rendezvous: EOF", vRank: 0, vAt: t0}
+	je := blame([]*worker{w0, w1}, w0)
+	if je.Rank != 2 || !strings.Contains(je.Msg, "rank(s) 2 did not join") {
+		t.Errorf("blame = rank %d, %q; want rank 2 and the rendezvous's verdict", je.Rank, je.Msg)
+	}
+	// a chain that loops stops: each blames the other
+	w0.verdict, w0.vRank = "rank 1 failed: connection lost", 1
+	if je := blame([]*worker{w0, w1}, w0); je.Rank != 0 {
+		t.Errorf("blame of a loop = rank %d, %q; want the earliest verdict's rank 0", je.Rank, je.Msg)
 	}
 }
