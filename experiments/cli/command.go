@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gptlab/experiments/lab"
+	"gptlab/parallel"
 )
 
 // Command is one gptlab command, a value as in Go's cmd/go: its usage
@@ -150,7 +151,7 @@ func exitStatus(err error, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stderr, "gptlab:", msg)
 		return exitInterrupted
-	case errors.Is(err, lab.ErrUsage), errors.Is(err, lab.ErrNotBuilt):
+	case errors.Is(err, lab.ErrUsage), errors.Is(err, lab.ErrNotBuilt), errors.Is(err, parallel.ErrUnsupported):
 		fmt.Fprintln(stderr, "gptlab:", oneLine(err))
 		return exitUsage
 	}

@@ -120,6 +120,9 @@ func (c *dpConfig) validate(p int) error {
 	if !slices.Contains(parallel.Transports, c.Transport) {
 		return lab.Usagef("--set transport=%s: want one of %s", c.Transport, strings.Join(parallel.Transports, ", "))
 	}
+	if err := parallel.CheckTransport(c.Transport); err != nil { // shm where the system has none (Windows)
+		return lab.Usagef("--set transport=%s: %v", c.Transport, err)
+	}
 	if c.Transport == "mpi" && !parallel.MPIBuilt {
 		return lab.Usagef("--set transport=mpi: %v", parallel.ErrNoMPI)
 	}

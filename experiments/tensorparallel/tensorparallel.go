@@ -55,6 +55,8 @@ func (c *tensorParallelConfig) validate() (models.Config, error) {
 		return mc, lab.Usagef("--set in=%d out=%d: both must divide by ranks=%d", c.In, c.Out, c.Ranks)
 	case !slices.Contains([]string{"auto", "shm", "tcp", "mpi"}, c.Transport):
 		return mc, lab.Usagef("--set transport=%s: want auto, shm, tcp or mpi", c.Transport)
+	case parallel.CheckTransport(c.Transport) != nil: // shm where the system has none (Windows)
+		return mc, lab.Usagef("--set transport=%s: %v", c.Transport, parallel.CheckTransport(c.Transport))
 	}
 	return mc, nil
 }
