@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -74,14 +75,18 @@ func TestLaunchBenchAllreduce(t *testing.T) {
 }
 
 // The launcher's exit status is the job's: a bad argument on every rank
-// is exit 2, with the ranks' one-line messages.
+// is exit 2, with one line naming the rank, its cause and the log of the
+// ranks' lines.
 func TestLaunchStatusIsTheJobs(t *testing.T) {
 	t.Setenv(envAsMain, "1")
 	var stdout, stderr bytes.Buffer
 	if got := Main([]string{"launch", "--nproc", "2", "--", "run", "nope"}, &stdout, &stderr); got != 2 {
 		t.Fatalf("launch of a bad command = %d, want 2; stderr:\n%s", got, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "rank 1: gptlab:") || !strings.Contains(stderr.String(), "exited with status 2") {
-		t.Errorf("stderr %q: want rank 1's line prefixed and the launcher's verdict", stderr.String())
+	if !strings.Contains(stderr.String(), `unknown lab "nope"`) || !strings.Contains(stderr.String(), "exited with status 2") {
+		t.Errorf("stderr %q: want the rank's cause and the launcher's verdict", stderr.String())
+	}
+	if m := logFileRE.FindStringSubmatch(stderr.String()); m != nil {
+		os.Remove(m[1])
 	}
 }

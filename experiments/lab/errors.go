@@ -49,11 +49,21 @@ func (e *failedJob) Error() string        { return e.msg }
 func (e *failedJob) Is(target error) bool { return target == ErrInternal }
 
 // JobError turns a collective's failure (a *parallel.Error: the same on
-// every rank, naming the rank at fault) into a one-line exit 3.
+// every rank, naming the rank at fault) into a one-line exit 3, and a
+// launched job's (a *parallel.JobError) into the failing rank's own
+// status: 2 bad input, 130 interrupted, else 3.
 func JobError(err error) error {
 	var pe *parallel.Error
-	if errors.As(err, &pe) {
+	var je *parallel.JobError
+	switch {
+	case errors.As(err, &pe):
 		return &failedJob{err.Error()}
+	case errors.As(err, &je) && je.Status == 2:
+		return Usagef("%s", je.Msg)
+	case errors.As(err, &je) && je.Status == 130:
+		return Interruptedf("%s", je.Msg)
+	case errors.As(err, &je):
+		return &failedJob{je.Msg}
 	}
 	return err
 }

@@ -94,11 +94,20 @@ func launchLab(ctx context.Context, lab string, cfg any, opt Options, nproc int,
 	err = parallel.Launch(ctx, parallel.LaunchConfig{
 		NProc: nproc, Path: self, Args: args, Env: []string{envFigures + "=" + figs},
 		Stdout: &out, Stderr: log, Grace: 3 * time.Second,
+		// one line for a failure: the ranks' lines go to a log file the
+		// error names (this process prints the lab's own line)
+		LogRanks: true, FailPrefix: "gptlab: ",
 	})
 	var je *parallel.JobError
+	var ie *parallel.InterruptError
 	switch {
 	case errors.As(err, &je) && je.Status == 1 && out.Len() > 0:
-		// a check failed on rank 0: its report is still the lab's
+		// a check failed on rank 0: its report is still the lab's, and
+		// says which check
+		os.Remove(je.Log)
+	case errors.As(err, &ie):
+		os.Remove(ie.Log) // this process says it was interrupted
+		return nil, ctx.Err()
 	case errors.Is(err, parallel.ErrInterrupted):
 		return nil, ctx.Err()
 	case err != nil:
