@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -142,7 +141,11 @@ func TestCheckTransport(t *testing.T) {
 // first. The launcher names rank 2 and why, not rank 1's consequence
 // (issue 17, defect 6).
 func TestBlameFollowsTheVerdicts(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	wrapper, err := execWrapper() // under emulation, the test binary runs through it
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := wrapCommand(wrapper, os.Args[0], "-test.run=^$")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
