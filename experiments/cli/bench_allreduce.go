@@ -77,7 +77,10 @@ func benchAllreduceCommand(fs *flag.FlagSet) Runner {
 		}
 		var sweeps []*dataparallel.Sweep
 		rank := 0
+		log := logFor(*format, stderr) // a sign of life: a sweep takes seconds (under launch, rank 0's lines show)
 		for _, tr := range transports {
+			fmt.Fprintf(log, "bench allreduce: timing the all-reduce over %s, %s to %s\n", tr,
+				reports.FormatBytes(float64(cfg.MinBytes)), reports.FormatBytes(float64(cfg.MaxBytes)))
 			s, r, err := dataparallel.RunSweep(ctx, env, tr, cfg)
 			if ctx.Err() != nil {
 				return lab.Interruptedf("bench allreduce: interrupted; %s", nothingSaved(*out, "the report is written at the end"))

@@ -232,7 +232,7 @@ func TestLaunchNamesTheMissingRank(t *testing.T) {
 	for range 3 {
 		code, _, errs := runMain("launch", "--nproc", "2", "--world-size", "3", "--deadline", "1s", "--",
 			"bench", "allreduce", "--set", "max-bytes=8192", "--set", "mpi=off")
-		lines := stderrLines(errs)
+		lines := failureLines(stderrLines(errs)) // past the progress lines
 		if code != 3 || len(lines) != 1 || !strings.Contains(lines[0], "rank 2 failed: deadline passed: rank(s) 2 did not join within 1s") {
 			t.Fatalf("launch with rank 2 missing: exit %d, stderr %q; want 3 and one line naming rank 2", code, errs)
 		}
