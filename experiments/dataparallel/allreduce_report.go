@@ -109,7 +109,7 @@ func withoutJobEnv(env []string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case parallel.EnvRank, parallel.EnvWorldSize, parallel.EnvLocalRank, parallel.EnvMasterAddr, parallel.EnvMasterPort,
-			parallel.EnvJob, parallel.EnvDeadline, "GPTLAB_STATUS_FD":
+			parallel.EnvJob, parallel.EnvDeadline, parallel.EnvLauncher:
 			continue
 		}
 		out = append(out, kv)
