@@ -1,9 +1,11 @@
 package models
 
 import (
-	"gptlab/internal/par"
 	"math"
 	"testing"
+
+	"gptlab/internal/par"
+	"gptlab/internal/testutil"
 )
 
 // adamwScalar is torch's AdamW for one scalar parameter, written
@@ -94,7 +96,7 @@ func TestAdamWGradClipAndState(t *testing.T) {
 	b := NewAdamW(NewParams(cfg, 1), DefaultAdamW())
 	b.StepFlat(gs, 0)
 	m2, _, _ := b.State()
-	if d := maxAbsDiff(m1, m2); d > 1e-9 {
+	if d := testutil.MaxAbsDiff(m1, m2); d > 1e-9 {
 		t.Errorf("first moment with clipping differs from pre-scaled gradients by %g", d)
 	}
 	// State round trip: a restored optimizer continues identically.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 func TestPresets(t *testing.T) {
@@ -83,10 +85,10 @@ func TestConfigMetadataRoundTrip(t *testing.T) {
 func TestNewParamsDistributions(t *testing.T) {
 	cfg, _ := Preset("baby")
 	p := NewParams(cfg, 7)
-	if q := NewParams(cfg, 7); maxAbsDiff(p.Data(), q.Data()) != 0 {
+	if q := NewParams(cfg, 7); testutil.MaxAbsDiff(p.Data(), q.Data()) != 0 {
 		t.Errorf("NewParams is not deterministic for one seed")
 	}
-	if q := NewParams(cfg, 8); maxAbsDiff(p.Data(), q.Data()) == 0 {
+	if q := NewParams(cfg, 8); testutil.MaxAbsDiff(p.Data(), q.Data()) == 0 {
 		t.Errorf("NewParams(seed 7) == NewParams(seed 8)")
 	}
 	std := func(v []float32) (mean, sd float64) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gptlab/internal/testutil"
 	"gptlab/models/ops"
 )
 
@@ -44,7 +45,7 @@ func TestStepReadsEachBatch(t *testing.T) {
 		t.Errorf("losses A %v, B %v after A; fresh model on B %v: want B equal to fresh and unlike A", lossA, lossB, want)
 	}
 	name := "transformer.h.1.attn.c_attn.weight"
-	if d := maxAbsDiff(m.Grad(name), fresh.Grad(name)); d != 0 {
+	if d := testutil.MaxAbsDiff(m.Grad(name), fresh.Grad(name)); d != 0 {
 		t.Errorf("grad %s differs from a fresh model's by %g", name, d)
 	}
 }
@@ -63,8 +64,8 @@ func TestEvalModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lt != le || maxAbsDiff(tr.Logits(), ev.Logits()) != 0 {
-		t.Errorf("eval loss %v vs train %v, logits differ by %g", le, lt, maxAbsDiff(tr.Logits(), ev.Logits()))
+	if lt != le || testutil.MaxAbsDiff(tr.Logits(), ev.Logits()) != 0 {
+		t.Errorf("eval loss %v vs train %v, logits differ by %g", le, lt, testutil.MaxAbsDiff(tr.Logits(), ev.Logits()))
 	}
 	if ev.Grad("transformer.wte.weight") != nil {
 		t.Errorf("an evaluation model returned a gradient")
@@ -91,10 +92,10 @@ func TestCausality(t *testing.T) {
 		t.Fatal(err)
 	}
 	V := cfg.Vocab
-	if d := maxAbsDiff(before[:pos*V], m.Logits()[:pos*V]); d != 0 {
+	if d := testutil.MaxAbsDiff(before[:pos*V], m.Logits()[:pos*V]); d != 0 {
 		t.Errorf("changing token %d changed earlier logits by %g", pos, d)
 	}
-	if d := maxAbsDiff(before[pos*V:(pos+1)*V], m.Logits()[pos*V:(pos+1)*V]); d == 0 {
+	if d := testutil.MaxAbsDiff(before[pos*V:(pos+1)*V], m.Logits()[pos*V:(pos+1)*V]); d == 0 {
 		t.Errorf("changing token %d left its own logits unchanged", pos)
 	}
 }
@@ -246,7 +247,7 @@ func TestDropoutMasksRegenerate(t *testing.T) {
 		}
 		again := make([]float32, len(mk.data))
 		ops.DropoutMask(again, cfg.Dropout, 5, 11, mk.layer, mk.site)
-		if maxAbsDiff(again, mk.data) != 0 {
+		if testutil.MaxAbsDiff(again, mk.data) != 0 {
 			t.Errorf("mask (layer %d, site %d) is not ops.DropoutMask(seed 5, step 11)", mk.layer, mk.site)
 		}
 	}

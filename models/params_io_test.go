@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gptlab/internal/safetensors"
+	"gptlab/internal/testutil"
 )
 
 func TestLoadParamsErrors(t *testing.T) {
@@ -63,7 +64,7 @@ func TestLoadParamsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if maxAbsDiff(q.Data(), p.Data()) != 0 || q.Config() != cfg {
+	if testutil.MaxAbsDiff(q.Data(), p.Data()) != 0 || q.Config() != cfg {
 		t.Errorf("round trip changed the parameters or config (%+v vs %+v)", q.Config(), cfg)
 	}
 }

@@ -42,20 +42,6 @@ func loadGolden(t testing.TB, dir string) goldenCase {
 	return c
 }
 
-func maxAbsDiff(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	var m float64
-	for i := range a {
-		d := math.Abs(float64(a[i]) - float64(b[i]))
-		if d > m || math.IsNaN(d) {
-			m = d
-		}
-	}
-	return m
-}
-
 // checkGolden runs one golden case: logits, loss and every gradient within
 // 1e-4, and three AdamW steps within 1e-5.
 func checkGolden(t *testing.T, dir string) {
@@ -71,12 +57,12 @@ func checkGolden(t *testing.T, dir string) {
 	if d := math.Abs(float64(loss) - float64(c.want["loss"].F32[0])); d > 1e-4 {
 		t.Errorf("loss = %v, want %v (diff %g)", loss, c.want["loss"].F32[0], d)
 	}
-	if d := maxAbsDiff(m.Logits(), c.want["logits"].F32); d > 1e-4 {
+	if d := testutil.MaxAbsDiff(m.Logits(), c.want["logits"].F32); d > 1e-4 {
 		t.Errorf("logits: max abs diff %g > 1e-4", d)
 	}
 	worst, worstName := 0.0, ""
 	for _, n := range c.params.Names() {
-		d := maxAbsDiff(m.Grad(n), c.want["grad."+n].F32)
+		d := testutil.MaxAbsDiff(m.Grad(n), c.want["grad."+n].F32)
 		if d > worst {
 			worst, worstName = d, n
 		}
@@ -85,7 +71,7 @@ func checkGolden(t *testing.T, dir string) {
 		}
 	}
 	t.Logf("%s: loss %v, logits diff %.3g, worst grad diff %.3g (%s)", filepath.Base(dir), loss,
-		maxAbsDiff(m.Logits(), c.want["logits"].F32), worst, worstName)
+		testutil.MaxAbsDiff(m.Logits(), c.want["logits"].F32), worst, worstName)
 }
 
 func TestParitySharedTiny(t *testing.T) {

@@ -3,6 +3,7 @@ package models
 import (
 	"testing"
 
+	"gptlab/internal/testutil"
 	"gptlab/precision"
 )
 
@@ -60,7 +61,7 @@ func schedulesGiveTheSameStep(t *testing.T, pol precision.Policy) {
 			t.Errorf("%s: loss %v, plain model %v", tc.name, got, want)
 		}
 		for _, name := range p.Names() {
-			if d := maxAbsDiff(m.Grad(name), ref.Grad(name)); d != 0 {
+			if d := testutil.MaxAbsDiff(m.Grad(name), ref.Grad(name)); d != 0 {
 				t.Errorf("%s: gradient of %s differs by %g", tc.name, name, d)
 			}
 		}
@@ -136,10 +137,10 @@ func TestStatefulRNG(t *testing.T) {
 	}
 	worst := 0.0
 	for _, name := range p.Names() {
-		if d := maxAbsDiff(kept.Grad(name), plain.Grad(name)); d != 0 {
+		if d := testutil.MaxAbsDiff(kept.Grad(name), plain.Grad(name)); d != 0 {
 			t.Errorf("restored: %s differs by %g", name, d)
 		}
-		worst = max(worst, maxAbsDiff(naive.Grad(name), plain.Grad(name)))
+		worst = max(worst, testutil.MaxAbsDiff(naive.Grad(name), plain.Grad(name)))
 	}
 	if worst == 0 {
 		t.Error("without the restore the gradients are the plain step's: the recomputation did not draw new masks")

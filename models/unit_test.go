@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // TestUnitsComposeToTheModel: the segments of the chain, each built and
@@ -76,7 +78,7 @@ func TestUnitsComposeToTheModel(t *testing.T) {
 				if !ok {
 					t.Fatalf("no unit computed the gradient of %s", pn)
 				}
-				if d := maxAbsDiff(got, m.Grad(pn)); d != 0 {
+				if d := testutil.MaxAbsDiff(got, m.Grad(pn)); d != 0 {
 					t.Errorf("%s: units' gradient differs from the model's by up to %g", pn, d)
 				}
 			}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,22 +9,12 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/internal/safetensors"
+	"gptlab/internal/testutil"
 )
 
 // goldenDir is a case written by gpt_reference.py golden, kept in the
 // models package's testdata.
 const goldenDir = "../../models/testdata/golden/odd-1layer-4heads"
-
-func maxDiff(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	var m float64
-	for i := range a {
-		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return m
-}
 
 // writeBatch writes idx and targets of the golden case as dtype.
 func writeBatch(t *testing.T, path, dtype string, c map[string]safetensors.Tensor) {
@@ -71,7 +60,7 @@ func TestGPTGradsMatchesReference(t *testing.T) {
 				if strings.HasPrefix(name, "after.") || name == "adamw.losses" {
 					tol = 1e-5
 				}
-				if d := maxDiff(g.F32, w.F32); d > tol || !equal(g.Shape, w.Shape) {
+				if d := testutil.MaxAbsDiff(g.F32, w.F32); d > tol || !equal(g.Shape, w.Shape) {
 					t.Errorf("%s: shape %v (want %v), max abs diff %g > %g", name, g.Shape, w.Shape, d, tol)
 				}
 				n++

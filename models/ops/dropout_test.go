@@ -3,6 +3,8 @@ package ops
 import (
 	"math"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 func TestDropoutMask(t *testing.T) {
@@ -38,7 +40,7 @@ func TestDropoutMask(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := make([]float32, n)
 			DropoutMask(b, 0.25, tc.seed, tc.step, tc.layer, tc.site)
-			if same := maxAbsDiff(a, b) == 0; same != tc.wantSame {
+			if same := testutil.MaxAbsDiff(a, b) == 0; same != tc.wantSame {
 				t.Errorf("mask equal to the reference mask: %v, want %v", same, tc.wantSame)
 			}
 		})

@@ -1,6 +1,10 @@
 package ops
 
-import "fmt"
+import (
+	"fmt"
+
+	"gptlab/internal/testutil"
+)
 
 // Why this output: with p = 0.5 an element is dropped when the top 24 bits
 // of its hash fall below 0.5·2^24 = 8,388,608, and kept as 1/(1-p) = 2
@@ -18,7 +22,7 @@ func ExampleDropoutMask() {
 	b := make([]float32, 8)
 	DropoutMask(b, 0.5, 1, 7, layer, site) // the same counters: the same mask, no stored state
 	fmt.Println(a)
-	fmt.Println(maxAbsDiff(a, b) == 0)
+	fmt.Println(testutil.MaxAbsDiff(a, b) == 0)
 	// Output:
 	// [0 0 0 0 0 2 2 0]
 	// true

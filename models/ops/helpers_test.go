@@ -1,7 +1,5 @@
 package ops
 
-import "math"
-
 // prod is the number of elements of shape s.
 func prod(s []int) int {
 	n := 1
@@ -9,20 +7,4 @@ func prod(s []int) int {
 		n *= d
 	}
 	return n
-}
-
-// maxAbsDiff is the largest |a[i] - b[i]| (NaN counts as a difference;
-// slices of different lengths differ by +Inf).
-func maxAbsDiff(a, b []float32) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	var m float64
-	for i := range a {
-		d := math.Abs(float64(a[i]) - float64(b[i]))
-		if d > m || math.IsNaN(d) {
-			m = d
-		}
-	}
-	return m
 }

@@ -6,10 +6,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"gptlab/internal/vec"
-
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"gptlab/internal/testutil"
+	"gptlab/internal/vec"
 )
 
 // opCase builds one custom op on float64 inputs of the given shapes; the
@@ -293,7 +294,7 @@ func TestUsePreallocDo(t *testing.T) {
 			if got != G.Value(buf) {
 				t.Errorf("UsePreallocDo returned a new value, want the buffer")
 			}
-			if d := maxAbsDiff(buf.Float32s(), want.(*tensor.Dense).Float32s()); d != 0 {
+			if d := testutil.MaxAbsDiff(buf.Float32s(), want.(*tensor.Dense).Float32s()); d != 0 {
 				t.Errorf("UsePreallocDo differs from Do by %v (stale buffer data leaked?)", d)
 			}
 			wrong := tensor.New(tensor.WithShape(want.Shape().TotalSize()+1), tensor.Of(tensor.Float32))
@@ -323,7 +324,7 @@ func TestFastKernelsMatchReference(t *testing.T) {
 	ref, fast := make([]float32, len(x)), make([]float32, len(x))
 	geluForward(ref, x)
 	vec.GELU(fast, x)
-	if d := maxAbsDiff(ref, fast); d > 1e-6 {
+	if d := testutil.MaxAbsDiff(ref, fast); d > 1e-6 {
 		t.Errorf("GELU float32 kernel differs from math.Erf by %g", d)
 	}
 	for i, v := range x {
@@ -331,7 +332,7 @@ func TestFastKernelsMatchReference(t *testing.T) {
 		ref[i] = float32(float64(dy[i]) * (0.5*math.Erfc(-f/math.Sqrt2) + f*math.Exp(-0.5*f*f)*invSqrt2Pi))
 	}
 	vec.GELUGrad(fast, x, dy)
-	if d := maxAbsDiff(ref, fast); d > 1e-6 {
+	if d := testutil.MaxAbsDiff(ref, fast); d > 1e-6 {
 		t.Errorf("GELU gradient float32 kernel differs from math.Erf by %g", d)
 	}
 	for _, v := range []float64{-1000, -700, -100, -87, -20, -1, -1e-3, 0, 1e-3, 0.5, 1, 10, 80} {
