@@ -5,8 +5,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"gptlab/reports"
 )
 
 // runCmd runs the command of that name (for example "gpt grads") with
@@ -29,21 +27,4 @@ func mainSays(t *testing.T, args []string, words ...string) string {
 		}
 	}
 	return out
-}
-
-// checksHold fails t for every failed check of r, the prefix before its
-// name. A timed check's miss is logged, not failed: the tests run beside
-// each other on shared machines, and speed is for the benchmarks and the
-// gate to judge (reports.Check.Timed).
-func checksHold(t *testing.T, r *reports.Report, prefix string) {
-	t.Helper()
-	for _, c := range r.Checks {
-		switch {
-		case c.Pass:
-		case c.Timed:
-			t.Logf("%stimed check %q missed on this machine: %s", prefix, c.Name, c.Detail)
-		default:
-			t.Errorf("%scheck %q failed: %s", prefix, c.Name, c.Detail)
-		}
-	}
 }

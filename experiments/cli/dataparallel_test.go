@@ -3,6 +3,7 @@ package cli
 import (
 	"testing"
 
+	"gptlab/experiments/lab/labtest"
 	"gptlab/reports"
 )
 
@@ -18,7 +19,7 @@ func TestDataParallelQuick(t *testing.T) {
 	if r == nil {
 		t.Fatal("the exit gate ran no data-parallel report")
 	}
-	checksHold(t, r, "")
+	labtest.ChecksHold(t, r, "")
 	for _, key := range []string{"max_rel_diff_equal", "max_rel_diff_unequal", "bytes_sent_per_rank", "model_bytes_per_rank",
 		"optimizer_state_bytes_per_rank_zero1", "optimizer_state_bytes_per_rank_dp", "step_ms_overlap", "step_ms_no_overlap"} {
 		if _, ok := r.Metrics.Get(key); !ok {

@@ -13,6 +13,7 @@ import (
 
 	"gptlab/experiments/gpt"
 	"gptlab/experiments/lab"
+	"gptlab/experiments/lab/labtest"
 	"gptlab/models"
 	"gptlab/precision"
 )
@@ -39,7 +40,7 @@ func TestGPTLabReport(t *testing.T) {
 	if len(r.Checks) != 3 {
 		t.Fatalf("gpt report has %d checks, want 3: %+v", len(r.Checks), r.Checks)
 	}
-	checksHold(t, r, "")
+	labtest.ChecksHold(t, r, "")
 	if len(r.FigureList()) != 1 {
 		t.Errorf("gpt report has %d figures, want 1 (the loss curve)", len(r.FigureList()))
 	}

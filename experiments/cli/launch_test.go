@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gptlab/experiments/lab/labtest"
 	"gptlab/reports"
 )
 
@@ -66,7 +67,7 @@ func TestLaunchBenchAllreduce(t *testing.T) {
 	for _, c := range r.Checks {
 		names[c.Name] = true
 	}
-	checksHold(t, &r, "")
+	labtest.ChecksHold(t, &r, "")
 	for _, want := range []string{"shm: sums exact", "tcp: sums exact", "shm: bytes sent = 2(p-1)/p·N", "tcp: bytes sent = 2(p-1)/p·N"} {
 		if !names[want] {
 			t.Errorf("no check %q in %v", want, names)

@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"gptlab/experiments/lab"
+	"gptlab/experiments/lab/labtest"
 	"gptlab/parallel"
 	"gptlab/reports"
 )
@@ -53,7 +54,7 @@ func TestLabLaunchesItsRanks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checksHold(t, r, "")
+	labtest.ChecksHold(t, r, "")
 	if got := r.Tables[0].Rows[0][1]; got != "p,q" {
 		t.Errorf("rank 0 ran with tag %v, want p,q: the settings did not reach it", got)
 	}
