@@ -146,15 +146,17 @@ func TestDynamicMatchesReferences(t *testing.T) {
 }
 
 func TestWeightOnlyMatchesReference(t *testing.T) {
-	for _, sc := range schemes {
-		for _, sh := range append(shapes, shape{3, 300, 2048}) {
-			p := newProblem(t, sh, sc, 2)
-			y := make([]float32, sh.m*sh.n)
-			WeightOnly(y, p.x, sh.m, p.w)
-			ref, tol := p.f64Ref(false)
-			for i := range y {
-				if d := math.Abs(float64(y[i]) - ref[i]); d > tol[i] {
-					t.Fatalf("%v %v: y[%d] = %g, float64 reference %g (|d| %g > %g)", sc, sh, i, y[i], ref[i], d, tol[i])
+	for _, k := range kernels {
+		for _, sc := range schemes {
+			for _, sh := range append(shapes, shape{3, 300, 2048}, shape{1, 300, 2048}) {
+				p := newProblem(t, sh, sc, 2)
+				y := make([]float32, sh.m*sh.n)
+				weightOnly(k, y, p.x, sh.m, p.w)
+				ref, tol := p.f64Ref(false)
+				for i := range y {
+					if d := math.Abs(float64(y[i]) - ref[i]); d > tol[i] {
+						t.Fatalf("%s %v %v: y[%d] = %g, float64 reference %g (|d| %g > %g)", k.name, sc, sh, i, y[i], ref[i], d, tol[i])
+					}
 				}
 			}
 		}
