@@ -14,9 +14,8 @@ import (
 // driver and the tricks on any machine; the kernels this CPU has are
 // checked bitwise against them.
 
-// group is one dword group of a kernel: the int32 added to an
-// accumulator for four activation bytes a and four codes w.
-type group func(a []byte, w []int8) int32
+// Each model of a dword group gives the int32 added to an accumulator
+// for four activation bytes a and four codes w (runTile's g).
 
 // vpdpbusd: u8·s8 products summed into the dword, as VPDPBUSD.
 func vpdpbusd(a []byte, w []int8) int32 {

@@ -74,11 +74,19 @@ var (
 
 func init() {
 	active.Store(kernels[0])
-	if name := os.Getenv(EnvPath); name != "" {
-		if err := SetPath(name); err != nil {
-			envErr = fmt.Errorf("qgemm: %s=%s: %w", EnvPath, name, err)
-		}
+	envErr = pathFromEnv(os.Getenv(EnvPath))
+}
+
+// pathFromEnv applies the value of GPTLAB_QGEMM ("" leaves the best
+// kernel).
+func pathFromEnv(name string) error {
+	if name == "" {
+		return nil
 	}
+	if err := SetPath(name); err != nil {
+		return fmt.Errorf("qgemm: %s=%s: %w", EnvPath, name, err)
+	}
+	return nil
 }
 
 // EnvError reports a bad GPTLAB_QGEMM (an unknown kernel or one this CPU
