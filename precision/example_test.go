@@ -56,3 +56,27 @@ func ExampleScaler() {
 	// 32768 true [1 -0.5] false 65536
 	// false true 32768
 }
+
+func ExampleQuantizeInt8() {
+	// Two output channels of a [out, in] weight: channel j is row j.
+	w := []float32{
+		0.5, -1.27, 0.0625, 1.0,
+		0, 0, 0, 0, // an all-zero channel: scale 0, exact zeros back
+	}
+	q, scales, err := precision.QuantizeInt8("c_fc.weight", w, 2, 4, precision.Int8PerChannel)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	back := make([]float32, len(w))
+	precision.DequantizeInt8(back, q, scales, 2, 4, precision.Int8PerChannel)
+	fmt.Println(q, scales)
+	fmt.Println(back)
+	w[3] = float32(math.NaN())
+	_, _, err = precision.QuantizeInt8("c_fc.weight", w, 2, 4, precision.Int8PerChannel)
+	fmt.Println(err)
+	// Output:
+	// [50 -127 6 100 0 0 0 0] [0.01 0]
+	// [0.5 -1.27 0.06 1 0 0 0 0]
+	// precision: c_fc.weight: non-finite value NaN at (0, 3): refusing to quantize
+}

@@ -1,0 +1,150 @@
+package qgemm
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"gptlab/internal/sgemm"
+)
+
+// EnvPath is the environment variable that forces Dynamic's kernel
+// ("go", "avx2", "avxvnni", "avx512vnni"), for comparisons.
+const EnvPath = "GPTLAB_QGEMM"
+
+// kernel is one implementation of Dynamic's tile contract (see tile).
+type kernel struct {
+	name     string
+	unsigned bool // activations stored as code+128 (u8); accumulators start at corr
+	mr, nv   int  // largest tile: rows, panels
+	nv1      int  // panels per tile when M = 1
+	run      func(t *tile)
+	quant    func(dst []byte, x []float32, unsigned bool) float32 // one activation row
+}
+
+// tile is one call of a kernel: rows i0.. of the activations against
+// panels p0.. of the weights. For each of the mr rows i and 16·nv columns
+// j of the tile, with acc_b the int32 sum over the kqb dword groups of
+// block b of a[i, k]·code[j, k] started at corr[b, j] (unsigned kernels,
+// whose a is code+128) or at 0 (signed ones):
+//
+//	f = float32(acc_0)·sw[0, j]; f = f + float32(acc_b)·sw[b, j] for b = 1..nb-1
+//	y[i·ldy + j] = f·sx[i]
+//
+// each product and sum rounded to float32 (no fused multiply-add).
+type tile struct {
+	a      []byte    // activations of row i0: row i at a[i·lda:], kp bytes
+	lda    int       //
+	b      []int8    // codes of panel p0; panel p0+v at b[v·pstride:]
+	pstr   int       // bytes between panels: kp·16
+	corr   []int32   // of panel p0: block b, column c of panel v at [v·cstr + b·16 + c]
+	sw     []float32 // the scales, laid out as corr
+	cstr   int       // nb·16
+	sx     []float32 // row scales from i0
+	y      []float32 // output from (i0, 16·p0)
+	ldy    int       //
+	mr, nv int       // tile rows and panels
+	nb     int       // blocks per column
+	kqb    int       // dword groups per block (bk/4)
+}
+
+var goKernel = &kernel{name: "go", unsigned: false, mr: 4, nv: 2, nv1: 4, run: tileGo, quant: quantRowGo}
+
+var (
+	kernels = append(archKernels(), goKernel)
+	active  atomic.Pointer[kernel]
+	envErr  error
+)
+
+func init() {
+	active.Store(kernels[0])
+	if name := os.Getenv(EnvPath); name != "" {
+		if err := SetPath(name); err != nil {
+			envErr = fmt.Errorf("qgemm: %s=%s: %w", EnvPath, name, err)
+		}
+	}
+}
+
+// EnvError reports a bad GPTLAB_QGEMM (an unknown kernel or one this CPU
+// lacks). Commands check it at start; Dynamic panics with it rather than
+// run another kernel than the one asked for.
+func EnvError() error { return envErr }
+
+// SetPath makes Dynamic use the kernel called name; it fails, naming the
+// kernels this machine runs, if the CPU lacks it.
+func SetPath(name string) error {
+	for _, k := range kernels {
+		if k.name == name {
+			active.Store(k)
+			return nil
+		}
+	}
+	known := false
+	for _, n := range []string{"go", "avx2", "avxvnni", "avx512vnni"} {
+		known = known || n == name
+	}
+	if !known {
+		return fmt.Errorf("unknown int8 kernel %q (want one of go, avx2, avxvnni, avx512vnni)", name)
+	}
+	return fmt.Errorf("int8 kernel %q not available on this CPU (have %s)", name, strings.Join(Paths(), ", "))
+}
+
+// Paths lists the kernels of Dynamic this machine runs, best first.
+func Paths() []string {
+	names := make([]string, len(kernels))
+	for i, k := range kernels {
+		names[i] = k.name
+	}
+	return names
+}
+
+// Path names Dynamic's kernel: "avx512vnni", "avxvnni", "avx2" or "go".
+func Path() string { return active.Load().name }
+
+// Kernels names the chosen kernels of both paths for reports, e.g.
+// "dynamic=avx512vnni weight-only=sgemm/avx512".
+func Kernels() string {
+	return fmt.Sprintf("dynamic=%s weight-only=sgemm/%s", Path(), sgemm.Kernel())
+}
+
+// tileGo is the tile contract in Go, for any mr and nv; it serves signed
+// activations (the Go and AVX2 layouts) and, for the emulation of the VNNI
+// kernels in tests, unsigned ones with corr.
+func tileGo(t *tile) { tileEmu(t, false) }
+
+func tileEmu(t *tile, unsigned bool) {
+	for i := range t.mr {
+		a := t.a[i*t.lda:]
+		for v := range t.nv {
+			b := t.b[v*t.pstr:]
+			for c := range panelW {
+				var f float32
+				for blk := range t.nb {
+					var acc int32
+					if unsigned {
+						acc = t.corr[v*t.cstr+blk*panelW+c]
+					}
+					for g := blk * t.kqb; g < (blk+1)*t.kqb; g++ {
+						for d := range kGroup {
+							av := int32(int8(a[g*kGroup+d]))
+							if unsigned {
+								av = int32(a[g*kGroup+d])
+							}
+							acc += av * int32(b[(g*panelW+c)*kGroup+d])
+						}
+					}
+					// The conversion keeps the compiler from fusing this product
+					// with the sum below (the kernels round both).
+					p := float32(float32(acc) * t.sw[v*t.cstr+blk*panelW+c])
+					if blk == 0 {
+						f = p
+					} else {
+						f += p
+					}
+				}
+				t.y[i*t.ldy+v*panelW+c] = f * t.sx[i]
+			}
+		}
+	}
+}
