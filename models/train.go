@@ -288,13 +288,20 @@ func (t *Trainer) TrainStep() (float32, error) {
 // inputs and targets. They depend on the seed only, so every evaluation
 // of a run (and of its resumption) sees the same tokens.
 func (t *Trainer) ValBatches(f func(idx, targets []int32) error) error {
-	mc := t.Cfg.Model
-	vb, err := NewBatcher(t.Data.Val, mc.Batch, mc.Block, uint64(t.Cfg.Seed), StreamVal)
+	return ValBatches(t.Data, t.Cfg.Model, t.Cfg.Seed, t.Cfg.EvalBatches, f)
+}
+
+// ValBatches calls f with each of the n validation batches of a run of
+// seed on data, (mc.Batch, mc.Block) inputs and targets: the batches
+// Trainer.ValBatches gives, for a model evaluated apart from its trainer
+// (an int8 one).
+func ValBatches(data *Dataset, mc Config, seed int64, n int, f func(idx, targets []int32) error) error {
+	vb, err := NewBatcher(data.Val, mc.Batch, mc.Block, uint64(seed), StreamVal)
 	if err != nil {
 		return err
 	}
-	idx, tgt := make([]int32, len(t.idx)), make([]int32, len(t.tgt))
-	for range t.Cfg.EvalBatches {
+	idx, tgt := make([]int32, mc.Batch*mc.Block), make([]int32, mc.Batch*mc.Block)
+	for range n {
 		vb.Next(idx, tgt)
 		if err := f(idx, tgt); err != nil {
 			return err
