@@ -53,7 +53,10 @@ type Int8Checkpoint struct {
 	Step        int    // the training step it was quantized at
 	Seed        int64  // the run's seed (its validation batches)
 	EvalBatches int    // the run's validation batches
-	meta        map[string]string
+	// SQNR is each int8 tensor's (in Model.Names order) against the
+	// float32 weights it was made from, in dB; nil for a file loaded.
+	SQNR []float64
+	meta map[string]string
 }
 
 // trainingState are the training checkpoint's metadata keys an int8
@@ -89,7 +92,7 @@ func QuantizeCheckpoint(path string, o QuantizeOptions) (*Int8Checkpoint, error)
 		delete(kept, k)
 	}
 	return &Int8Checkpoint{Model: q, Vocab: ck.Vocab, DataName: ck.DataName, DataHash: ck.DataHash, Step: ck.Step,
-		Seed: ck.Cfg.Seed, EvalBatches: ck.Cfg.EvalBatches, meta: kept}, nil
+		Seed: ck.Cfg.Seed, EvalBatches: ck.Cfg.EvalBatches, SQNR: q.SQNR(ck.Params), meta: kept}, nil
 }
 
 // Metadata is the file's __metadata__.

@@ -337,13 +337,20 @@ func (t *Trainer) ValLosses() ([]float64, error) {
 // window scored by the source's true probabilities, with no context from
 // before the window), or nil for data without a known source.
 func (t *Trainer) OracleLosses() []float64 {
-	src := t.Data.Source
+	return OracleLosses(t.Data, t.Cfg.Model, t.Cfg.Seed, t.Cfg.EvalBatches)
+}
+
+// OracleLosses is Trainer.OracleLosses for the n validation batches of a
+// run of seed on data (ValBatches), or nil for data without a known
+// source.
+func OracleLosses(data *Dataset, mc Config, seed int64, n int) []float64 {
+	src := data.Source
 	if src == nil {
 		return nil
 	}
 	var out []float64
-	T := t.Cfg.Model.Block
-	_ = t.ValBatches(func(idx, tgt []int32) error {
+	T := mc.Block
+	_ = ValBatches(data, mc, seed, n, func(idx, tgt []int32) error {
 		sum := 0.0
 		for r := 0; r < len(idx); r += T {
 			sum += src.WindowLoss(idx[r:r+T], tgt[r:r+T])
