@@ -2,7 +2,7 @@ package qgemm
 
 import (
 	"fmt"
-	"unsafe"
+	"math"
 
 	"gptlab/precision"
 )
@@ -27,18 +27,22 @@ func dynamic(k *kernel, y, x []float32, m int, w *Weights) {
 	for i := range m {
 		sx[i] = k.quant(a[i*w.kp:(i+1)*w.kp], x[i*w.k:(i+1)*w.k], k.unsigned)
 	}
-	mrMax, nvMax := k.mr, k.nv
+	sh := k.shapes[0]
+	if w.nb > 1 {
+		sh = k.shapes[1]
+	}
+	mrMax, nvMax := sh.mr, sh.nv
 	if m == 1 {
-		nvMax = k.nv1
+		nvMax = sh.nv1
 	}
 	// The tile lives in the scratch: passed to an indirect call, a local
 	// would escape.
 	t := &s.tile
-	*t = tile{lda: w.kp, pstr: w.kp * panelW, cstr: w.nb * panelW, nb: w.nb, kqb: w.bk / kGroup}
+	*t = tile{lda: w.kp, pstr: w.kp * panelW, bstr: w.np * panelW, nb: w.nb, kqb: w.bk / kGroup}
 	for p0 := 0; p0 < w.np; p0 += nvMax {
 		t.nv = min(nvMax, w.np-p0)
 		t.b = w.codes[p0*t.pstr:]
-		t.corr, t.sw = w.corr[p0*t.cstr:], w.scales[p0*t.cstr:]
+		t.corr, t.sw = w.corr[p0*panelW:], w.scales[p0*panelW:]
 		cols := min(t.nv*panelW, w.n-p0*panelW)
 		for i0 := 0; i0 < m; i0 += mrMax {
 			t.mr = min(mrMax, m-i0)
@@ -69,17 +73,57 @@ func checkArgs(op string, y, x []float32, m int, w *Weights) {
 	}
 }
 
-// quantRowGo quantizes one row of activations with precision's rule into
-// dst (kp bytes; past len(x) the code 0), as int8 or, unsigned, as
-// code+128.
+// quantRowGo quantizes one row of activations in Go: quantRow without
+// vector kernels.
 func quantRowGo(dst []byte, x []float32, unsigned bool) float32 {
-	q := unsafe.Slice((*int8)(unsafe.Pointer(&dst[0])), len(dst))
-	s := precision.QuantizeInt8Vector(q, x)
-	clear(q[len(x):])
+	return quantRow(dst, x, unsigned, 1, nil, nil)
+}
+
+// quantRow quantizes one row x of activations with precision's rule
+// (precision.QuantizeInt8Vector) into dst (kp bytes; past len(x) the code
+// 0), as int8 codes or, unsigned, as code+128. absMax and quant, if not
+// nil, handle the first multiple of step elements: absMax returns the
+// largest of the bits of |x[i]| (for finite non-negative floats the
+// integer order is the float order, and NaN and Inf sort above every
+// finite value), quant the codes; the rest is done here in Go.
+func quantRow(dst []byte, x []float32, unsigned bool, step int,
+	absMax func(x *float32, n int) uint32, quant func(dst *byte, x *float32, n int, scale float32, xor uint32)) float32 {
+	var xr byte
 	if unsigned {
-		for i := range dst {
-			dst[i] ^= 0x80
-		}
+		xr = 0x80
 	}
+	n := len(x) / step * step
+	if absMax == nil {
+		n = 0
+	}
+	var bits uint32
+	if n > 0 {
+		bits = absMax(&x[0], n)
+	}
+	for _, v := range x[n:] {
+		bits = max(bits, math.Float32bits(v)&0x7fffffff)
+	}
+	if bits >= 0x7f800000 { // a NaN or an infinity: the row's result is NaN
+		fill(dst, xr)
+		return float32(math.NaN())
+	}
+	s := precision.Int8Scale(math.Float32frombits(bits))
+	if s == 0 {
+		fill(dst, xr)
+		return 0
+	}
+	if n > 0 {
+		quant(&dst[0], &x[0], n, s, uint32(xr)*0x01010101)
+	}
+	for i := n; i < len(x); i++ {
+		dst[i] = byte(precision.RoundInt8(x[i], s)) ^ xr
+	}
+	fill(dst[len(x):], xr)
 	return s
+}
+
+func fill(b []byte, v byte) {
+	for i := range b {
+		b[i] = v
+	}
 }

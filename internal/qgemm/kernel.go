@@ -16,12 +16,15 @@ const EnvPath = "GPTLAB_QGEMM"
 // kernel is one implementation of Dynamic's tile contract (see tile).
 type kernel struct {
 	name     string
-	unsigned bool // activations stored as code+128 (u8); accumulators start at corr
-	mr, nv   int  // largest tile: rows, panels
-	nv1      int  // panels per tile when M = 1
+	unsigned bool         // activations stored as code+128 (u8); accumulators start at corr
+	shapes   [2]tileShape // largest tiles: one block per column (channel, tensor), blocks (block32)
 	run      func(t *tile)
 	quant    func(dst []byte, x []float32, unsigned bool) float32 // one activation row
 }
+
+// tileShape is a kernel's largest tile: mr rows of nv panels, or one row
+// of nv1 panels.
+type tileShape struct{ mr, nv, nv1 int }
 
 // tile is one call of a kernel: rows i0.. of the activations against
 // panels p0.. of the weights. For each of the mr rows i and 16·nv columns
@@ -29,7 +32,7 @@ type kernel struct {
 // block b of a[i, k]·code[j, k] started at corr[b, j] (unsigned kernels,
 // whose a is code+128) or at 0 (signed ones):
 //
-//	f = float32(acc_0)·sw[0, j]; f = f + float32(acc_b)·sw[b, j] for b = 1..nb-1
+//	f = +0; f = f + float32(acc_b)·sw[b, j] for b = 0..nb-1
 //	y[i·ldy + j] = f·sx[i]
 //
 // each product and sum rounded to float32 (no fused multiply-add).
@@ -38,9 +41,9 @@ type tile struct {
 	lda    int       //
 	b      []int8    // codes of panel p0; panel p0+v at b[v·pstride:]
 	pstr   int       // bytes between panels: kp·16
-	corr   []int32   // of panel p0: block b, column c of panel v at [v·cstr + b·16 + c]
+	corr   []int32   // of panel p0: block b, column c of panel v at [b·bstr + v·16 + c]
 	sw     []float32 // the scales, laid out as corr
-	cstr   int       // nb·16
+	bstr   int       // np·16: elements between blocks
 	sx     []float32 // row scales from i0
 	y      []float32 // output from (i0, 16·p0)
 	ldy    int       //
@@ -49,7 +52,7 @@ type tile struct {
 	kqb    int       // dword groups per block (bk/4)
 }
 
-var goKernel = &kernel{name: "go", unsigned: false, mr: 4, nv: 2, nv1: 4, run: tileGo, quant: quantRowGo}
+var goKernel = &kernel{name: "go", shapes: [2]tileShape{{4, 2, 4}, {4, 2, 4}}, run: tileGo, quant: quantRowGo}
 
 var (
 	kernels = append(archKernels(), goKernel)
@@ -108,40 +111,38 @@ func Kernels() string {
 	return fmt.Sprintf("dynamic=%s weight-only=sgemm/%s", Path(), sgemm.Kernel())
 }
 
-// tileGo is the tile contract in Go, for any mr and nv; it serves signed
-// activations (the Go and AVX2 layouts) and, for the emulation of the VNNI
-// kernels in tests, unsigned ones with corr.
-func tileGo(t *tile) { tileEmu(t, false) }
+// tileGo is the tile contract in Go on signed activations (the layout
+// of the Go and AVX2 kernels).
+func tileGo(t *tile) { runTile(t, false, dotSigned) }
 
-func tileEmu(t *tile, unsigned bool) {
+// dotSigned is the int32 sum of four s8·s8 products.
+func dotSigned(a []byte, w []int8) int32 {
+	return int32(int8(a[0]))*int32(w[0]) + int32(int8(a[1]))*int32(w[1]) +
+		int32(int8(a[2]))*int32(w[2]) + int32(int8(a[3]))*int32(w[3])
+}
+
+// runTile runs the tile contract with g giving the int32 added to an
+// accumulator for each dword group (four activation bytes, four codes);
+// unsigned accumulators start at corr. The tests run the assembly
+// kernels' instruction-level models through it.
+func runTile(t *tile, unsigned bool, g func(a []byte, w []int8) int32) {
 	for i := range t.mr {
 		a := t.a[i*t.lda:]
 		for v := range t.nv {
 			b := t.b[v*t.pstr:]
 			for c := range panelW {
-				var f float32
+				f := float32(0)
 				for blk := range t.nb {
 					var acc int32
 					if unsigned {
-						acc = t.corr[v*t.cstr+blk*panelW+c]
+						acc = t.corr[blk*t.bstr+v*panelW+c]
 					}
-					for g := blk * t.kqb; g < (blk+1)*t.kqb; g++ {
-						for d := range kGroup {
-							av := int32(int8(a[g*kGroup+d]))
-							if unsigned {
-								av = int32(a[g*kGroup+d])
-							}
-							acc += av * int32(b[(g*panelW+c)*kGroup+d])
-						}
+					for gi := blk * t.kqb; gi < (blk+1)*t.kqb; gi++ {
+						acc += g(a[gi*kGroup:gi*kGroup+kGroup], b[(gi*panelW+c)*kGroup:][:kGroup])
 					}
-					// The conversion keeps the compiler from fusing this product
-					// with the sum below (the kernels round both).
-					p := float32(float32(acc) * t.sw[v*t.cstr+blk*panelW+c])
-					if blk == 0 {
-						f = p
-					} else {
-						f += p
-					}
+					// The conversion keeps the compiler from fusing this
+					// product with the sum (the kernels round both).
+					f += float32(float32(acc) * t.sw[blk*t.bstr+v*panelW+c])
 				}
 				t.y[i*t.ldy+v*panelW+c] = f * t.sx[i]
 			}

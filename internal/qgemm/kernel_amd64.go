@@ -2,5 +2,74 @@
 
 package qgemm
 
+import "golang.org/x/sys/cpu"
+
+//go:generate go run -C asm . -out ../kernel_amd64.s -stubs ../kernel_amd64_stubs.go -pkg qgemm -table ../kernel_amd64_table.go
+
+// dotFunc is the signature of the generated tile kernels (asm/main.go):
+// the fields of a tile as pointers, strides in bytes.
+type dotFunc func(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+
 // archKernels lists the assembly kernels this CPU runs, best first.
-func archKernels() []*kernel { return nil }
+// x/sys/cpu reports AVX2 and AVX-512 only when the OS saves their
+// registers, and AVX-512 VNNI; AVX-VNNI (the VEX form, on CPUs without
+// AVX-512 too) it does not report: CPUID leaf 7 subleaf 1, EAX bit 4 says.
+func archKernels() []*kernel {
+	x := cpu.X86
+	var ks []*kernel
+	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
+		ks = append(ks, asmKernel("avx512vnni", &dotZ, true, quantRowZ))
+	}
+	if x.HasAVX2 && cpuid71EAX()&(1<<4) != 0 {
+		ks = append(ks, asmKernel("avxvnni", &dotV, true, quantRowA))
+	}
+	if x.HasAVX2 {
+		ks = append(ks, asmKernel("avx2", &dotA, false, quantRowA))
+	}
+	return ks
+}
+
+// asmKernel makes the kernel of one generated family; its tile limits are
+// read from the table (the largest rows and panels present).
+func asmKernel(name string, tbl *[2][4][8]dotFunc, unsigned bool, quant func([]byte, []float32, bool) float32) *kernel {
+	k := &kernel{name: name, unsigned: unsigned, quant: quant}
+	for v := range 2 {
+		var s tileShape
+		for mr := range 4 {
+			for nv := range 8 {
+				if tbl[v][mr][nv] == nil {
+					continue
+				}
+				s.mr = max(s.mr, mr+1)
+				if mr == 0 {
+					s.nv1 = max(s.nv1, nv+1)
+				} else {
+					s.nv = max(s.nv, nv+1)
+				}
+			}
+		}
+		if s.nv == 0 { // a family of one-row tiles only
+			s.nv = s.nv1
+		}
+		k.shapes[v] = s
+	}
+	k.run = func(t *tile) {
+		v := 0
+		if t.nb > 1 {
+			v = 1
+		}
+		tbl[v][t.mr-1][t.nv-1](&t.a[0], t.lda, &t.b[0], t.pstr, &t.corr[0], &t.sw[0], 4*t.bstr,
+			&t.sx[0], &t.y[0], 4*t.ldy, t.nb, t.kqb)
+	}
+	return k
+}
+
+// quantRowZ is quantRow with the AVX-512 absolute maximum and quantizer.
+func quantRowZ(dst []byte, x []float32, unsigned bool) float32 {
+	return quantRow(dst, x, unsigned, 16, absMaxZ, quantZ)
+}
+
+// quantRowA is quantRow with the AVX2 absolute maximum and quantizer.
+func quantRowA(dst []byte, x []float32, unsigned bool) float32 {
+	return quantRow(dst, x, unsigned, 8, absMaxA, quantA)
+}

@@ -30,7 +30,8 @@ type Weights struct {
 	// codes: panel p, group g (4 depths), column c of the panel, depth
 	// 4g+d at codes[((p·kp/4+g)·16+c)·4+d]; zero past N and K.
 	codes []int8
-	// scales and corr: panel p, block b, column c at [(p·nb+b)·16+c].
+	// scales and corr: block b, panel p, column c at [(b·np+p)·16+c], so
+	// that a kernel finds the panels of one block at fixed offsets.
 	// corr is -128·Σ_{k in block} W[j,k], the start of the u8·s8
 	// accumulators; scales is the scale of (column, block) (the tensor
 	// scale repeated for the tensor scheme; 0 past N).
@@ -64,10 +65,10 @@ func NewWeights(n, k int, q []int8, scales []float32, scheme precision.Int8Schem
 		row := q[j*k : (j+1)*k]
 		for kk, v := range row {
 			w.codes[((p*w.kp/kGroup+kk/kGroup)*panelW+c)*kGroup+kk%kGroup] = v
-			w.corr[(p*w.nb+kk/w.bk)*panelW+c] -= 128 * int32(v)
+			w.corr[((kk/w.bk)*w.np+p)*panelW+c] -= 128 * int32(v)
 		}
 		for b := range w.nb {
-			w.scales[(p*w.nb+b)*panelW+c] = scales[scheme.ScaleIndex(j, b*w.bk, k)]
+			w.scales[(b*w.np+p)*panelW+c] = scales[scheme.ScaleIndex(j, b*w.bk, k)]
 		}
 	}
 	return w, nil
@@ -94,5 +95,5 @@ func (w *Weights) code(j, kk int) int8 {
 
 // scale returns the scale of W[j, kk].
 func (w *Weights) scale(j, kk int) float32 {
-	return w.scales[((j/panelW)*w.nb+kk/w.bk)*panelW+j%panelW]
+	return w.scales[((kk/w.bk)*w.np+j/panelW)*panelW+j%panelW]
 }

@@ -128,3 +128,13 @@ func TILESTORED(tmm, base, stride int) []byte {
 // TDPBF16PS encodes tdpbf16ps tmm(c) += tmm(a) · tmm(b) (VEX.128.F3.0F38.W0
 // 5C: c is ModRM.reg, a is r/m, b is vvvv).
 func TDPBF16PS(c, a, b int) []byte { return VEXRR(0x5C, PPF3, Map0F38, false, c, b, a) }
+
+// VPDPBUSDY encodes AVX-VNNI's {vex} vpdpbusd ymm(acc) += u8 ymm(a) · s8
+// ymm(b), dwords of four byte products (VEX.256.66.0F38.W0 50 /r: acc is
+// ModRM.reg, a is vvvv, b is r/m). Go's assembler knows only the EVEX
+// form, which CPUs with AVX-VNNI but no AVX-512 (Alder Lake) fault on.
+func VPDPBUSDY(acc, a, b int) []byte {
+	out := VEXRR(0x50, PP66, Map0F38, false, acc, a, b)
+	out[2] |= 1 << 2 // VEX.L = 1: 256 bits
+	return out
+}

@@ -36,6 +36,9 @@ func TestEncodings(t *testing.T) {
 		{"tilestored [rdi + rcx*1], tmm3", TILESTORED(3, rdi, rcx), []byte{0xc4, 0xe2, 0x7a, 0x4b, 0x1c, 0x0f}},
 		{"tilestored [r8 + r9*1], tmm5", TILESTORED(5, r8, r9), []byte{0xc4, 0x82, 0x7a, 0x4b, 0x2c, 0x08}},
 		{"tdpbf16ps tmm0, tmm4, tmm6", TDPBF16PS(0, 4, 6), []byte{0xc4, 0xe2, 0x4a, 0x5c, 0xc4}},
+		{"{vex} vpdpbusd ymm1, ymm2, ymm3", VPDPBUSDY(1, 2, 3), []byte{0xc4, 0xe2, 0x6d, 0x50, 0xcb}},
+		{"{vex} vpdpbusd ymm9, ymm8, ymm15", VPDPBUSDY(9, 8, 15), []byte{0xc4, 0x42, 0x3d, 0x50, 0xcf}},
+		{"{vex} vpdpbusd ymm5, ymm12, ymm0", VPDPBUSDY(5, 12, 0), []byte{0xc4, 0xe2, 0x1d, 0x50, 0xe8}},
 		{"tdpbf16ps tmm3, tmm5, tmm7", TDPBF16PS(3, 5, 7), []byte{0xc4, 0xe2, 0x42, 0x5c, 0xdd}},
 	}
 	for _, tc := range tests {

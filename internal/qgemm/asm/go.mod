@@ -1,0 +1,18 @@
+module gptlab/internal/qgemm/asm
+
+go 1.26.0
+
+require (
+	github.com/mmcloughlin/avo v0.5.0
+	gptlab/precision/asm v0.0.0
+)
+
+require (
+	golang.org/x/mod v0.6.0 // indirect
+	golang.org/x/sys v0.1.0 // indirect
+	golang.org/x/tools v0.2.0 // indirect
+)
+
+// The encoder of the instructions Go's assembler lacks lives with
+// precision's generator.
+replace gptlab/precision/asm => ../../../precision/asm
