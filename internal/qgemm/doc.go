@@ -14,9 +14,12 @@
 //
 // Two kernels:
 //
-//   - WeightOnly dequantizes W a panel of columns at a time into a small
-//     float32 scratch and multiplies it with internal/sgemm: float32
-//     arithmetic, int8 storage.
+//   - WeightOnly computes in float32 from int8 storage: at M=1 a GEMV
+//     converts the codes to float32 in registers (VPSLLD/VPSRAD,
+//     VCVTDQ2PS) and accumulates by FMA, scaling each column's (block's)
+//     sum; for M > 1 it dequantizes W a few panels at a time into a
+//     float32 scratch (at most 512 KiB, whatever the matrix) that
+//     internal/sgemm's Sgemm multiplies.
 //   - Dynamic quantizes each row of x at run time with precision's rule
 //     (symmetric, one scale per row, round half to even; the vector
 //     quantizer gives bitwise precision.QuantizeInt8Vector's codes), forms
@@ -25,9 +28,9 @@
 //     or for block32 the float32 sum over blocks b, in order, of
 //     float32(acc_b[i,j])·sw_b[j], times sx[i].
 //
-// Dynamic's inner kernels, chosen at run time with golang.org/x/sys/cpu
-// (Kernels names them; GPTLAB_QGEMM=go|avx2|avxvnni|avx512vnni forces
-// one): AVX-512 VNNI's VPDPBUSD on zmm and AVX-VNNI's VEX VPDPBUSD on ymm
+// The kernels are chosen at run time with golang.org/x/sys/cpu (Kernels
+// names them; GPTLAB_QGEMM=go|avx2|avxvnni|avx512vnni forces one; the
+// weight-only kernels follow as AVX-512, AVX2+FMA or Go). Dynamic's: AVX-512 VNNI's VPDPBUSD on zmm and AVX-VNNI's VEX VPDPBUSD on ymm
 // take unsigned activations, so the codes are stored shifted by +128 and
 // the accumulators start at -128·Σ_k W[j,k] (precomputed at packing);
 // AVX2 multiplies |a| (VPSIGNB a,a) by w·sign(a) (VPSIGNB w,a) with

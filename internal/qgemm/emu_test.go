@@ -14,9 +14,8 @@ import (
 // driver and the tricks on any machine; the kernels this CPU has are
 // checked bitwise against them.
 
-// group is one dword group of a kernel: the int32 added to an
-// accumulator for four activation bytes a and four codes w.
-type group func(a []byte, w []int8) int32
+// Each model of a dword group gives the int32 added to an accumulator
+// for four activation bytes a and four codes w (runTile's g).
 
 // vpdpbusd: u8·s8 products summed into the dword, as VPDPBUSD.
 func vpdpbusd(a []byte, w []int8) int32 {
@@ -239,6 +238,70 @@ func TestQuantRowBitwise(t *testing.T) {
 				}
 				if g != w {
 					t.Fatalf("%s len %d: code %d = %d (x %g), want %d", k.name, len(x), i, g, x[min(i, len(x)-1)], w)
+				}
+			}
+		}
+	}
+}
+
+// gemvEmu is the contract of the GEMV kernels (asm/main.go genGemv): four
+// partial sums per column by float32 FMA in depth order, added as
+// (s0+s1)+(s2+s3), scaled into the result by FMA, block after block.
+func gemvEmu(y, x []float32, w *Weights, p0, nv int) {
+	fma := func(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
+	kqb := w.bk / kGroup
+	for v := range nv {
+		p := p0 + v
+		b := w.codes[p*w.kp*panelW:]
+		for c := range panelW {
+			var acc float32
+			for blk := range w.nb {
+				var s [4]float32
+				for g := blk * kqb; g < (blk+1)*kqb; g++ {
+					for d := range kGroup {
+						s[d] = fma(x[g*kGroup+d], float32(b[(g*panelW+c)*kGroup+d]), s[d])
+					}
+				}
+				acc = fma(float32(float32(s[0]+s[1])+float32(s[2]+s[3])), w.scales[(blk*w.np+p)*panelW+c], acc)
+			}
+			y[v*panelW+c] = acc
+		}
+	}
+}
+
+// TestWeightOnlyKernels checks each assembly weight-only kernel bitwise:
+// the dequantization against dequantGo (one rounding per value), the GEMV
+// against gemvEmu. (float32(math.FMA) of float32 operands rounds twice;
+// it could differ from a float32 FMA only on a sum needing more than 53
+// bits that lands on a float32 tie, which these inputs do not.)
+func TestWeightOnlyKernels(t *testing.T) {
+	for _, k := range kernels {
+		if k == goKernel {
+			continue
+		}
+		for _, sc := range schemes {
+			for _, sh := range []shape{{1, 48, 96}, {1, 130, 250}, {1, 64, 2048}} {
+				p := newProblem(t, sh, sc, 13)
+				w := p.w
+				xp := make([]float32, w.kp)
+				copy(xp, p.x)
+				for p0 := 0; p0 < w.np; p0 += k.gemvNV {
+					nv := min(k.gemvNV, w.np-p0)
+					got, want := make([]float32, nv*panelW), make([]float32, nv*panelW)
+					k.gemv(got, xp, w, p0, nv)
+					gemvEmu(want, xp, w, p0, nv)
+					if i := firstDiff(got, want); i >= 0 {
+						t.Fatalf("%s gemv %v %v panel %d: y[%d] = %g, emulation %g", k.name, sc, sh, p0, i, got[i], want[i])
+					}
+				}
+				const ldd = 40
+				for pn := range w.np {
+					got, want := make([]float32, w.kp*ldd), make([]float32, w.kp*ldd)
+					k.dequant(got[3:], ldd, w, pn)
+					dequantGo(want[3:], ldd, w, pn)
+					if i := firstDiff(got, want); i >= 0 {
+						t.Fatalf("%s dequant %v %v panel %d: [%d] = %g, want %g", k.name, sc, sh, pn, i, got[i], want[i])
+					}
 				}
 			}
 		}

@@ -9,8 +9,10 @@ import (
 	"gptlab/internal/sgemm"
 )
 
-// EnvPath is the environment variable that forces Dynamic's kernel
-// ("go", "avx2", "avxvnni", "avx512vnni"), for comparisons.
+// EnvPath is the environment variable that forces the kernels
+// ("go", "avx2", "avxvnni", "avx512vnni"), for comparisons: Dynamic's,
+// and WeightOnly's of the same instruction set (AVX-512 for avx512vnni,
+// AVX2 for avxvnni and avx2).
 const EnvPath = "GPTLAB_QGEMM"
 
 // kernel is one implementation of Dynamic's tile contract (see tile).
@@ -20,6 +22,15 @@ type kernel struct {
 	shapes   [2]tileShape // largest tiles: one block per column (channel, tensor), blocks (block32)
 	run      func(t *tile)
 	quant    func(dst []byte, x []float32, unsigned bool) float32 // one activation row
+
+	// The weight-only kernels of the same instruction set: gemv computes
+	// panels p0..p0+nv-1 (nv ≤ gemvNV) of y = x·Wᵀ for one row x padded
+	// to kp; dequant writes panel p dequantized as rows of a [kp, ldd]
+	// matrix (see gemvGo and dequantGo).
+	gemv    func(y, x []float32, w *Weights, p0, nv int)
+	gemvNV  int
+	dequant func(dst []float32, ldd int, w *Weights, p int)
+	wname   string // the weight-only kernels' instruction set
 }
 
 // tileShape is a kernel's largest tile: mr rows of nv panels, or one row
@@ -52,7 +63,8 @@ type tile struct {
 	kqb    int       // dword groups per block (bk/4)
 }
 
-var goKernel = &kernel{name: "go", shapes: [2]tileShape{{4, 2, 4}, {4, 2, 4}}, run: tileGo, quant: quantRowGo}
+var goKernel = &kernel{name: "go", shapes: [2]tileShape{{4, 2, 4}, {4, 2, 4}}, run: tileGo, quant: quantRowGo,
+	gemv: gemvGo, gemvNV: 4, dequant: dequantGo, wname: "go"}
 
 var (
 	kernels = append(archKernels(), goKernel)
@@ -62,11 +74,19 @@ var (
 
 func init() {
 	active.Store(kernels[0])
-	if name := os.Getenv(EnvPath); name != "" {
-		if err := SetPath(name); err != nil {
-			envErr = fmt.Errorf("qgemm: %s=%s: %w", EnvPath, name, err)
-		}
+	envErr = pathFromEnv(os.Getenv(EnvPath))
+}
+
+// pathFromEnv applies the value of GPTLAB_QGEMM ("" leaves the best
+// kernel).
+func pathFromEnv(name string) error {
+	if name == "" {
+		return nil
 	}
+	if err := SetPath(name); err != nil {
+		return fmt.Errorf("qgemm: %s=%s: %w", EnvPath, name, err)
+	}
+	return nil
 }
 
 // EnvError reports a bad GPTLAB_QGEMM (an unknown kernel or one this CPU
@@ -74,8 +94,8 @@ func init() {
 // run another kernel than the one asked for.
 func EnvError() error { return envErr }
 
-// SetPath makes Dynamic use the kernel called name; it fails, naming the
-// kernels this machine runs, if the CPU lacks it.
+// SetPath makes Dynamic and WeightOnly use the kernels called name; it
+// fails, naming the kernels this machine runs, if the CPU lacks them.
 func SetPath(name string) error {
 	for _, k := range kernels {
 		if k.name == name {
@@ -106,9 +126,11 @@ func Paths() []string {
 func Path() string { return active.Load().name }
 
 // Kernels names the chosen kernels of both paths for reports, e.g.
-// "dynamic=avx512vnni weight-only=sgemm/avx512".
+// "dynamic=avx512vnni weight-only=avx512+sgemm/avx512" (the weight-only
+// GEMV and dequantization, then the float32 GEMM for M > 1).
 func Kernels() string {
-	return fmt.Sprintf("dynamic=%s weight-only=sgemm/%s", Path(), sgemm.Kernel())
+	k := active.Load()
+	return fmt.Sprintf("dynamic=%s weight-only=%s+sgemm/%s", k.name, k.wname, sgemm.Kernel())
 }
 
 // tileGo is the tile contract in Go on signed activations (the layout

@@ -18,13 +18,13 @@ func archKernels() []*kernel {
 	x := cpu.X86
 	var ks []*kernel
 	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
-		ks = append(ks, asmKernel("avx512vnni", &dotZ, true, quantRowZ))
+		ks = append(ks, withWide(asmKernel("avx512vnni", &dotZ, true, quantRowZ), true))
 	}
-	if x.HasAVX2 && cpuid71EAX()&(1<<4) != 0 {
-		ks = append(ks, asmKernel("avxvnni", &dotV, true, quantRowA))
+	if x.HasAVX2 && x.HasFMA && cpuid71EAX()&(1<<4) != 0 {
+		ks = append(ks, withWide(asmKernel("avxvnni", &dotV, true, quantRowA), false))
 	}
-	if x.HasAVX2 {
-		ks = append(ks, asmKernel("avx2", &dotA, false, quantRowA))
+	if x.HasAVX2 && x.HasFMA {
+		ks = append(ks, withWide(asmKernel("avx2", &dotA, false, quantRowA), false))
 	}
 	return ks
 }
@@ -73,3 +73,28 @@ func quantRowZ(dst []byte, x []float32, unsigned bool) float32 {
 func quantRowA(dst []byte, x []float32, unsigned bool) float32 {
 	return quantRow(dst, x, unsigned, 8, absMaxA, quantA)
 }
+
+// withWide gives k the weight-only kernels: AVX-512 (gemvZ, dequantZ) or
+// AVX2 with FMA (gemvA, dequantA).
+func withWide(k *kernel, avx512 bool) *kernel {
+	gemv1, gemv2, dq := gemvA1, dotFuncGemv(nil), dequantA
+	k.wname, k.gemvNV = "avx2", 1
+	if avx512 {
+		gemv1, gemv2, dq = gemvZ1, gemvZ2, dequantZ
+		k.wname, k.gemvNV = "avx512", 2
+	}
+	k.gemv = func(y, x []float32, w *Weights, p0, nv int) {
+		f := gemv1
+		if nv == 2 {
+			f = gemv2
+		}
+		f(&x[0], &w.codes[p0*w.kp*panelW], w.kp*panelW, &w.scales[p0*panelW], 4*w.np*panelW, &y[0], w.nb, w.bk/kGroup)
+	}
+	k.dequant = func(dst []float32, ldd int, w *Weights, p int) {
+		dq(&dst[0], 4*ldd, &w.codes[p*w.kp*panelW], &w.scales[p*panelW], 4*w.np*panelW, w.nb, w.bk/kGroup)
+	}
+	return k
+}
+
+// dotFuncGemv is the signature of the generated GEMV kernels.
+type dotFuncGemv = func(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)

@@ -5815,6 +5815,340 @@ quanta_loop:
 	VZEROUPPER
 	RET
 
+// func gemvZ1(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemvZ1(SB), NOSPLIT, $0-64
+	MOVQ   x+0(FP), AX
+	MOVQ   b+8(FP), CX
+	MOVQ   pstr+16(FP), DX
+	MOVQ   sw+24(FP), DX
+	MOVQ   bstr+32(FP), BX
+	MOVQ   nb+48(FP), SI
+	VXORPS Z0, Z0, Z0
+
+gemvZ1_block:
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   kqb+56(FP), DI
+
+gemvZ1_loop:
+	VBROADCASTSS (AX), Z5
+	VBROADCASTSS 4(AX), Z6
+	VBROADCASTSS 8(AX), Z7
+	VBROADCASTSS 12(AX), Z8
+	VMOVDQU32    (CX), Z9
+	VPSLLD       $0x18, Z9, Z10
+	VPSRAD       $0x18, Z10, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z5, Z10, Z1
+	VPSLLD       $0x10, Z9, Z10
+	VPSRAD       $0x18, Z10, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z6, Z10, Z2
+	VPSLLD       $0x08, Z9, Z10
+	VPSRAD       $0x18, Z10, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z7, Z10, Z3
+	VPSRAD       $0x18, Z9, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z8, Z10, Z4
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000040, CX
+	DECQ         DI
+	JNZ          gemvZ1_loop
+	VADDPS       Z2, Z1, Z1
+	VADDPS       Z4, Z3, Z3
+	VADDPS       Z3, Z1, Z1
+	VFMADD231PS  (DX), Z1, Z0
+	ADDQ         BX, DX
+	DECQ         SI
+	JNZ          gemvZ1_block
+	MOVQ         y+40(FP), AX
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func gemvZ2(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·gemvZ2(SB), NOSPLIT, $0-64
+	MOVQ   x+0(FP), AX
+	MOVQ   b+8(FP), CX
+	MOVQ   pstr+16(FP), DX
+	MOVQ   sw+24(FP), BX
+	MOVQ   bstr+32(FP), SI
+	MOVQ   nb+48(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z5, Z5, Z5
+
+gemvZ2_block:
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	MOVQ   kqb+56(FP), R8
+
+gemvZ2_loop:
+	VBROADCASTSS (AX), Z10
+	VBROADCASTSS 4(AX), Z11
+	VBROADCASTSS 8(AX), Z12
+	VBROADCASTSS 12(AX), Z13
+	VMOVDQU32    (CX), Z14
+	VPSLLD       $0x18, Z14, Z15
+	VPSRAD       $0x18, Z15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z10, Z15, Z1
+	VPSLLD       $0x10, Z14, Z15
+	VPSRAD       $0x18, Z15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z11, Z15, Z2
+	VPSLLD       $0x08, Z14, Z15
+	VPSRAD       $0x18, Z15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z12, Z15, Z3
+	VPSRAD       $0x18, Z14, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z13, Z15, Z4
+	VMOVDQU32    (CX)(DX*1), Z14
+	VPSLLD       $0x18, Z14, Z15
+	VPSRAD       $0x18, Z15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z10, Z15, Z6
+	VPSLLD       $0x10, Z14, Z15
+	VPSRAD       $0x18, Z15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z11, Z15, Z7
+	VPSLLD       $0x08, Z14, Z15
+	VPSRAD       $0x18, Z15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z12, Z15, Z8
+	VPSRAD       $0x18, Z14, Z15
+	VCVTDQ2PS    Z15, Z15
+	VFMADD231PS  Z13, Z15, Z9
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000040, CX
+	DECQ         R8
+	JNZ          gemvZ2_loop
+	VADDPS       Z2, Z1, Z1
+	VADDPS       Z4, Z3, Z3
+	VADDPS       Z3, Z1, Z1
+	VFMADD231PS  (BX), Z1, Z0
+	VADDPS       Z7, Z6, Z6
+	VADDPS       Z9, Z8, Z8
+	VADDPS       Z8, Z6, Z6
+	VFMADD231PS  64(BX), Z6, Z5
+	ADDQ         SI, BX
+	DECQ         DI
+	JNZ          gemvZ2_block
+	MOVQ         y+40(FP), AX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+// func dequantZ(dst *float32, ldd int, b *int8, sw *float32, bstr int, nb int, kqb int)
+// Requires: AVX, AVX512F
+TEXT ·dequantZ(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), AX
+	MOVQ ldd+8(FP), CX
+	LEAQ (CX)(CX*2), DX
+	LEAQ (CX)(CX*1), BX
+	SHLQ $0x01, BX
+	MOVQ b+16(FP), SI
+	MOVQ sw+24(FP), DI
+	MOVQ bstr+32(FP), R8
+	MOVQ nb+40(FP), R9
+
+dequantZ_block:
+	VMOVUPS (DI), Z0
+	MOVQ    kqb+48(FP), R10
+
+dequantZ_loop:
+	VMOVDQU32 (SI), Z1
+	VPSLLD    $0x18, Z1, Z2
+	VPSRAD    $0x18, Z2, Z2
+	VCVTDQ2PS Z2, Z2
+	VMULPS    Z0, Z2, Z2
+	VMOVUPS   Z2, (AX)
+	VPSLLD    $0x10, Z1, Z2
+	VPSRAD    $0x18, Z2, Z2
+	VCVTDQ2PS Z2, Z2
+	VMULPS    Z0, Z2, Z2
+	VMOVUPS   Z2, (AX)(CX*1)
+	VPSLLD    $0x08, Z1, Z2
+	VPSRAD    $0x18, Z2, Z2
+	VCVTDQ2PS Z2, Z2
+	VMULPS    Z0, Z2, Z2
+	VMOVUPS   Z2, (AX)(CX*2)
+	VPSRAD    $0x18, Z1, Z2
+	VCVTDQ2PS Z2, Z2
+	VMULPS    Z0, Z2, Z2
+	VMOVUPS   Z2, (AX)(DX*1)
+	ADDQ      BX, AX
+	ADDQ      $0x00000040, SI
+	DECQ      R10
+	JNZ       dequantZ_loop
+	ADDQ      R8, DI
+	DECQ      R9
+	JNZ       dequantZ_block
+	VZEROUPPER
+	RET
+
+// func gemvA1(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·gemvA1(SB), NOSPLIT, $0-64
+	MOVQ   x+0(FP), AX
+	MOVQ   b+8(FP), CX
+	MOVQ   pstr+16(FP), DX
+	MOVQ   sw+24(FP), DX
+	MOVQ   bstr+32(FP), BX
+	MOVQ   nb+48(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y5, Y5, Y5
+
+gemvA1_block:
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	MOVQ   kqb+56(FP), DI
+
+gemvA1_loop:
+	VBROADCASTSS (AX), Y10
+	VBROADCASTSS 4(AX), Y11
+	VBROADCASTSS 8(AX), Y12
+	VBROADCASTSS 12(AX), Y13
+	VMOVDQU      (CX), Y14
+	VPSLLD       $0x18, Y14, Y15
+	VPSRAD       $0x18, Y15, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y10, Y15, Y1
+	VPSLLD       $0x10, Y14, Y15
+	VPSRAD       $0x18, Y15, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y11, Y15, Y2
+	VPSLLD       $0x08, Y14, Y15
+	VPSRAD       $0x18, Y15, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y12, Y15, Y3
+	VPSRAD       $0x18, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y13, Y15, Y4
+	VMOVDQU      32(CX), Y14
+	VPSLLD       $0x18, Y14, Y15
+	VPSRAD       $0x18, Y15, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y10, Y15, Y6
+	VPSLLD       $0x10, Y14, Y15
+	VPSRAD       $0x18, Y15, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y11, Y15, Y7
+	VPSLLD       $0x08, Y14, Y15
+	VPSRAD       $0x18, Y15, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y12, Y15, Y8
+	VPSRAD       $0x18, Y14, Y15
+	VCVTDQ2PS    Y15, Y15
+	VFMADD231PS  Y13, Y15, Y9
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000040, CX
+	DECQ         DI
+	JNZ          gemvA1_loop
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y4, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VFMADD231PS  (DX), Y1, Y0
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y8, Y6, Y6
+	VFMADD231PS  32(DX), Y6, Y5
+	ADDQ         BX, DX
+	DECQ         SI
+	JNZ          gemvA1_block
+	MOVQ         y+40(FP), AX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VZEROUPPER
+	RET
+
+// func dequantA(dst *float32, ldd int, b *int8, sw *float32, bstr int, nb int, kqb int)
+// Requires: AVX, AVX2
+TEXT ·dequantA(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), AX
+	MOVQ ldd+8(FP), CX
+	LEAQ (CX)(CX*2), DX
+	LEAQ (CX)(CX*1), BX
+	SHLQ $0x01, BX
+	MOVQ b+16(FP), SI
+	MOVQ sw+24(FP), DI
+	MOVQ bstr+32(FP), R8
+	MOVQ nb+40(FP), R9
+
+dequantA_block:
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	MOVQ    kqb+48(FP), R10
+
+dequantA_loop:
+	VMOVDQU   (SI), Y2
+	VPSLLD    $0x18, Y2, Y3
+	VPSRAD    $0x18, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VMOVUPS   Y3, (AX)
+	VPSLLD    $0x10, Y2, Y3
+	VPSRAD    $0x18, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VMOVUPS   Y3, (AX)(CX*1)
+	VPSLLD    $0x08, Y2, Y3
+	VPSRAD    $0x18, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VMOVUPS   Y3, (AX)(CX*2)
+	VPSRAD    $0x18, Y2, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y0, Y3, Y3
+	VMOVUPS   Y3, (AX)(DX*1)
+	VMOVDQU   32(SI), Y2
+	VPSLLD    $0x18, Y2, Y3
+	VPSRAD    $0x18, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VMOVUPS   Y3, 32(AX)
+	VPSLLD    $0x10, Y2, Y3
+	VPSRAD    $0x18, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VMOVUPS   Y3, 32(AX)(CX*1)
+	VPSLLD    $0x08, Y2, Y3
+	VPSRAD    $0x18, Y3, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VMOVUPS   Y3, 32(AX)(CX*2)
+	VPSRAD    $0x18, Y2, Y3
+	VCVTDQ2PS Y3, Y3
+	VMULPS    Y1, Y3, Y3
+	VMOVUPS   Y3, 32(AX)(DX*1)
+	ADDQ      BX, AX
+	ADDQ      $0x00000040, SI
+	DECQ      R10
+	JNZ       dequantA_loop
+	ADDQ      R8, DI
+	DECQ      R9
+	JNZ       dequantA_block
+	VZEROUPPER
+	RET
+
 // func cpuid71EAX() uint32
 // Requires: CPUID
 TEXT ·cpuid71EAX(SB), NOSPLIT, $0-4

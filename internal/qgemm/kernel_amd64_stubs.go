@@ -314,5 +314,30 @@ func absMaxA(x *float32, n int) uint32
 //go:noescape
 func quantA(dst *byte, x *float32, n int, scale float32, xor uint32)
 
+// gemvZ1 computes y = x·Wᵀ for 1 panels of dequantized-on-the-fly codes; strides in bytes.
+//
+//go:noescape
+func gemvZ1(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)
+
+// gemvZ2 computes y = x·Wᵀ for 2 panels of dequantized-on-the-fly codes; strides in bytes.
+//
+//go:noescape
+func gemvZ2(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)
+
+// dequantZ dequantizes one panel of codes into rows of dst (strides in bytes).
+//
+//go:noescape
+func dequantZ(dst *float32, ldd int, b *int8, sw *float32, bstr int, nb int, kqb int)
+
+// gemvA1 computes y = x·Wᵀ for 1 panels of dequantized-on-the-fly codes; strides in bytes.
+//
+//go:noescape
+func gemvA1(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)
+
+// dequantA dequantizes one panel of codes into rows of dst (strides in bytes).
+//
+//go:noescape
+func dequantA(dst *float32, ldd int, b *int8, sw *float32, bstr int, nb int, kqb int)
+
 // cpuid71EAX is EAX of CPUID leaf 7, subleaf 1 (bit 4: AVX-VNNI).
 func cpuid71EAX() uint32

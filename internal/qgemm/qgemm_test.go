@@ -3,6 +3,8 @@ package qgemm
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"gptlab/precision"
@@ -146,15 +148,17 @@ func TestDynamicMatchesReferences(t *testing.T) {
 }
 
 func TestWeightOnlyMatchesReference(t *testing.T) {
-	for _, sc := range schemes {
-		for _, sh := range append(shapes, shape{3, 300, 2048}) {
-			p := newProblem(t, sh, sc, 2)
-			y := make([]float32, sh.m*sh.n)
-			WeightOnly(y, p.x, sh.m, p.w)
-			ref, tol := p.f64Ref(false)
-			for i := range y {
-				if d := math.Abs(float64(y[i]) - ref[i]); d > tol[i] {
-					t.Fatalf("%v %v: y[%d] = %g, float64 reference %g (|d| %g > %g)", sc, sh, i, y[i], ref[i], d, tol[i])
+	for _, k := range kernels {
+		for _, sc := range schemes {
+			for _, sh := range append(shapes, shape{3, 300, 2048}, shape{1, 300, 2048}) {
+				p := newProblem(t, sh, sc, 2)
+				y := make([]float32, sh.m*sh.n)
+				weightOnly(k, y, p.x, sh.m, p.w)
+				ref, tol := p.f64Ref(false)
+				for i := range y {
+					if d := math.Abs(float64(y[i]) - ref[i]); d > tol[i] {
+						t.Fatalf("%s %v %v: y[%d] = %g, float64 reference %g (|d| %g > %g)", k.name, sc, sh, i, y[i], ref[i], d, tol[i])
+					}
 				}
 			}
 		}
@@ -232,8 +236,22 @@ func TestSetPath(t *testing.T) {
 	if err := SetPath("go"); err != nil || Path() != "go" {
 		t.Fatal(err)
 	}
-	if err := SetPath("sse9"); err == nil {
-		t.Error("unknown kernel accepted")
+	if err := SetPath("sse9"); err == nil || !strings.Contains(err.Error(), "want one of go, avx2, avxvnni, avx512vnni") {
+		t.Errorf("unknown kernel: %v", err)
+	}
+	if err := pathFromEnv("sse9"); err == nil || !strings.Contains(err.Error(), "GPTLAB_QGEMM=sse9") {
+		t.Errorf("bad environment: %v", err)
+	}
+	// A kernel this machine lacks (under purego, every assembly one).
+	for _, name := range []string{"avx2", "avxvnni", "avx512vnni"} {
+		if !slices.Contains(Paths(), name) {
+			if err := SetPath(name); err == nil || !strings.Contains(err.Error(), "not available on this CPU") {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+	if !strings.Contains(Kernels(), "dynamic="+Path()) {
+		t.Errorf("Kernels() = %q", Kernels())
 	}
 }
 
@@ -247,5 +265,46 @@ func TestAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(20, func() { WeightOnly(y, p.x, 4, p.w) }); n != 0 {
 		t.Errorf("WeightOnly allocates %v per call", n)
+	}
+}
+
+// TestPacking reads every code, scale and correction back from the
+// packed layout documented on Weights, and checks the padding is zero.
+func TestPacking(t *testing.T) {
+	for _, sc := range schemes {
+		p := newProblem(t, shape{1, 37, 70}, sc, 14)
+		w := p.w
+		seen := 0
+		for j := range w.np * panelW {
+			pn, c := j/panelW, j%panelW
+			for kk := range w.kp {
+				got := w.codes[((pn*w.kp/kGroup+kk/kGroup)*panelW+c)*kGroup+kk%kGroup]
+				want := int8(0)
+				if j < p.n && kk < p.k {
+					want = p.q[j*p.k+kk]
+				}
+				if got != want {
+					t.Fatalf("%v: code (%d, %d) = %d, want %d", sc, j, kk, got, want)
+				}
+			}
+			for b := range w.nb {
+				i := (b*w.np+pn)*panelW + c
+				var want float32
+				var sum int32
+				if j < p.n {
+					want = p.scales[sc.ScaleIndex(j, b*w.bk, p.k)]
+					for kk := b * w.bk; kk < min((b+1)*w.bk, p.k); kk++ {
+						sum += int32(p.q[j*p.k+kk])
+					}
+				}
+				if w.scales[i] != want || w.corr[i] != -128*sum {
+					t.Fatalf("%v: column %d block %d: scale %g corr %d, want %g %d", sc, j, b, w.scales[i], w.corr[i], want, -128*sum)
+				}
+				seen++
+			}
+		}
+		if seen != len(w.scales) {
+			t.Errorf("%v: %d scales checked of %d", sc, seen, len(w.scales))
+		}
 	}
 }

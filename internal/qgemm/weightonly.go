@@ -6,45 +6,92 @@ import (
 	"gptlab/internal/sgemm"
 )
 
-// panelBytes bounds the float32 scratch of one dequantized panel of W.
-const panelBytes = 128 << 10
+// panelBytes bounds the float32 scratch of the dequantized columns of W.
+const panelBytes = 512 << 10
 
-// WeightOnly computes y = x·Wᵀ in float32: x (m, K) row-major, y (m, N)
-// overwritten. W is dequantized a panel of columns at a time (as many
-// whole 16-column panels as fit in 128 KiB of float32, at least one) into a
-// scratch, [columns, K] row-major, which internal/sgemm's Sgemm multiplies
-// (x · panelᵀ) straight into y's columns. It panics on bad lengths. A warm
-// call allocates nothing.
+// WeightOnly computes y = x·Wᵀ in float32 arithmetic from the int8
+// codes: x (m, K) row-major, y (m, N) overwritten. At m == 1 a GEMV reads
+// the codes directly, converting them to float32 in registers, and scales
+// each column's (or block's) sum. For m > 1, W is dequantized as many
+// 16-column panels at a time as fit in 512 KiB of float32 (at least one)
+// into a [K, columns] scratch, which internal/sgemm's Sgemm multiplies
+// into y's columns. It panics on bad lengths. A warm call allocates
+// nothing.
 func WeightOnly(y, x []float32, m int, w *Weights) {
+	weightOnly(active.Load(), y, x, m, w)
+}
+
+func weightOnly(k *kernel, y, x []float32, m int, w *Weights) {
 	checkArgs("WeightOnly", y, x, m, w)
 	if m == 0 {
 		return
 	}
-	nc := max(panelBytes/4/w.k/panelW, 1) * panelW
 	s := getScratch()
-	s.grow(0, 0, nc*w.k)
+	if m == 1 {
+		s.grow(0, 0, w.kp)
+		xp := s.wf[:w.kp] // x padded with zeros to the packed depth
+		copy(xp, x)
+		clear(xp[w.k:])
+		for p0 := 0; p0 < w.np; p0 += k.gemvNV {
+			nv := min(k.gemvNV, w.np-p0)
+			cols := min(nv*panelW, w.n-p0*panelW)
+			if cols == nv*panelW {
+				k.gemv(y[p0*panelW:], xp, w, p0, nv)
+				continue
+			}
+			k.gemv(s.t, xp, w, p0, nv)
+			copy(y[p0*panelW:][:cols], s.t)
+		}
+		putScratch(s)
+		return
+	}
+	nc := max(panelBytes/4/w.kp/panelW, 1) * panelW
+	s.grow(0, 0, nc*w.kp)
 	for j0 := 0; j0 < w.n; j0 += nc {
 		jn := min(nc, w.n-j0)
-		wf := s.wf[:jn*w.k]
-		w.dequantize(wf, j0, jn)
-		sgemm.Implementation{}.Sgemm(blas.NoTrans, blas.Trans, m, jn, w.k, 1, x, w.k, wf, w.k, 0, y[j0:], w.n)
+		for c := 0; c < jn; c += panelW {
+			k.dequant(s.wf[c:], nc, w, (j0+c)/panelW)
+		}
+		sgemm.Implementation{}.Sgemm(blas.NoTrans, blas.NoTrans, m, jn, w.k, 1, x, w.k, s.wf, nc, 0, y[j0:], w.n)
 	}
 	putScratch(s)
 }
 
-// dequantize writes columns j0..j0+jn of W, dequantized, into dst as a
-// [jn, K] row-major matrix: dst[c·K + k] = float32(code)·scale. j0 is a
-// multiple of 16.
-func (w *Weights) dequantize(dst []float32, j0, jn int) {
-	dequantGo(w, dst, j0, jn)
+// gemvGo is the M=1 weight-only product in Go for panels p0..p0+nv-1:
+// y[j] = Σ_b sw[b,j]·Σ_{k in b} x[k]·code[j,k], into y[:16·nv].
+func gemvGo(y, x []float32, w *Weights, p0, nv int) {
+	kqb := w.bk / kGroup
+	for v := range nv {
+		p := p0 + v
+		b := w.codes[p*w.kp*panelW:]
+		for c := range panelW {
+			var acc float32
+			for blk := range w.nb {
+				var sum float32
+				for g := blk * kqb; g < (blk+1)*kqb; g++ {
+					q := b[(g*panelW+c)*kGroup:][:kGroup]
+					xs := x[g*kGroup:][:kGroup]
+					sum += xs[0]*float32(q[0]) + xs[1]*float32(q[1]) + xs[2]*float32(q[2]) + xs[3]*float32(q[3])
+				}
+				acc += sum * w.scales[(blk*w.np+p)*panelW+c]
+			}
+			y[v*panelW+c] = acc
+		}
+	}
 }
 
-func dequantGo(w *Weights, dst []float32, j0, jn int) {
-	for c := range jn {
-		j := j0 + c
-		row := dst[c*w.k : (c+1)*w.k]
-		for kk := range row {
-			row[kk] = float32(w.code(j, kk)) * w.scale(j, kk)
+// dequantGo writes panel p of W dequantized into dst as rows of a
+// [kp, ldd] matrix: dst[k·ldd + c] = float32(code[16p+c, k])·scale, for
+// c < 16.
+func dequantGo(dst []float32, ldd int, w *Weights, p int) {
+	b := w.codes[p*w.kp*panelW:]
+	for g := range w.kp / kGroup {
+		sw := w.scales[((g*kGroup/w.bk)*w.np+p)*panelW:][:panelW]
+		for c := range panelW {
+			q := b[(g*panelW+c)*kGroup:][:kGroup]
+			for d, v := range q {
+				dst[(g*kGroup+d)*ldd+c] = float32(v) * sw[c]
+			}
 		}
 	}
 }

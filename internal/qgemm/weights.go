@@ -86,14 +86,3 @@ func (w *Weights) Scheme() precision.Int8Scheme { return w.scheme }
 // Bytes is the resident size of the packed weights: codes (padding
 // included), scales and the u8·s8 corrections.
 func (w *Weights) Bytes() int { return len(w.codes) + 4*len(w.scales) + 4*len(w.corr) }
-
-// code returns W[j, kk] from the packed codes.
-func (w *Weights) code(j, kk int) int8 {
-	p, c := j/panelW, j%panelW
-	return w.codes[((p*w.kp/kGroup+kk/kGroup)*panelW+c)*kGroup+kk%kGroup]
-}
-
-// scale returns the scale of W[j, kk].
-func (w *Weights) scale(j, kk int) float32 {
-	return w.scales[((kk/w.bk)*w.np+j/panelW)*panelW+j%panelW]
-}

@@ -106,6 +106,14 @@ func main() {
 	genQuantZ()
 	genAbsMaxA()
 	genQuantA()
+	for _, f := range []string{"Z", "A"} {
+		for nv := 1; nv <= 2; nv++ {
+			if f == "Z" || nv == 1 {
+				genGemv(f, nv)
+			}
+		}
+		genDequant(f)
+	}
 	genCPUID()
 	Generate()
 	if *tableOut != "" {
@@ -513,5 +521,164 @@ func genCPUID() {
 	MOVL(U32(1), reg.ECX)
 	CPUID()
 	Store(reg.EAX, ReturnIndex(0))
+	RET()
+}
+
+// wideFamily describes the vectors of the weight-only kernels: Z is
+// AVX-512 (a panel per zmm), A is AVX2 with FMA (half a panel per ymm).
+func wideFamily(f string) (upp int, vec func() reg.VecVirtual) {
+	if f == "Z" {
+		return 1, ZMM
+	}
+	return 2, YMM
+}
+
+// extract sets t to byte d of each dword of w, sign-extended, as float32:
+// VPSLLD moves it to the top, VPSRAD brings it back with its sign.
+func extract(w, t reg.VecVirtual, d int) {
+	if d < 3 {
+		VPSLLD(U8(24-8*d), w, t)
+		VPSRAD(U8(24), t, t)
+	} else {
+		VPSRAD(U8(24), w, t)
+	}
+	VCVTDQ2PS(t, t)
+}
+
+// genGemv generates gemv<f><nv>, the weight-only product at M=1 over nv
+// panels: for each column j, y[j] = Σ_b sw[b,j]·(s0+s1+s2+s3) where s_d
+// sums, by float32 FMA in depth order, x[4g+d]·code[j,4g+d] over the
+// dword groups g of block b; the blocks are added by FMA in order.
+func genGemv(f string, nv int) {
+	name := fmt.Sprintf("gemv%s%d", f, nv)
+	TEXT(name, NOSPLIT, "func(x *float32, b *int8, pstr int, sw *float32, bstr int, y *float32, nb int, kqb int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes y = x·Wᵀ for %d panels of dequantized-on-the-fly codes; strides in bytes.", name, nv))
+	upp, vec := wideFamily(f)
+	units := nv * upp
+	ub := 64 / upp
+	px := Load(Param("x"), GP64())
+	pb := Load(Param("b"), GP64())
+	pstr := Load(Param("pstr"), GP64())
+	psw := Load(Param("sw"), GP64())
+	bstr := Load(Param("bstr"), GP64())
+	nb := Load(Param("nb"), GP64())
+	cnt := GP64()
+	acc := make([]reg.VecVirtual, units)
+	part := make([][4]reg.VecVirtual, units)
+	for u := range units {
+		acc[u] = vec()
+		VXORPS(acc[u], acc[u], acc[u])
+		for d := range 4 {
+			part[u][d] = vec()
+		}
+	}
+	var xb [4]reg.VecVirtual
+	for d := range 4 {
+		xb[d] = vec()
+	}
+	w, t := vec(), vec()
+	Label(name + "_block")
+	for u := range units {
+		for d := range 4 {
+			VXORPS(part[u][d], part[u][d], part[u][d])
+		}
+	}
+	Load(Param("kqb"), cnt)
+	Label(name + "_loop")
+	for d := range 4 {
+		VBROADCASTSS(Mem{Base: px, Disp: 4 * d}, xb[d])
+	}
+	for u := range units {
+		m := Mem{Base: pb, Disp: (u % upp) * 32}
+		if u/upp == 1 {
+			m = Mem{Base: pb, Index: pstr, Scale: 1, Disp: (u % upp) * 32}
+		}
+		if f == "Z" {
+			VMOVDQU32(m, w)
+		} else {
+			VMOVDQU(m, w)
+		}
+		for d := range 4 {
+			extract(w, t, d)
+			VFMADD231PS(xb[d], t, part[u][d])
+		}
+	}
+	ADDQ(U32(16), px)
+	ADDQ(U32(64), pb)
+	DECQ(cnt)
+	JNZ(LabelRef(name + "_loop"))
+	for u := range units {
+		VADDPS(part[u][1], part[u][0], part[u][0])
+		VADDPS(part[u][3], part[u][2], part[u][2])
+		VADDPS(part[u][2], part[u][0], part[u][0])
+		VFMADD231PS(Mem{Base: psw, Disp: u * ub}, part[u][0], acc[u])
+	}
+	ADDQ(bstr, psw)
+	DECQ(nb)
+	JNZ(LabelRef(name + "_block"))
+	py := Load(Param("y"), GP64())
+	for u := range units {
+		VMOVUPS(acc[u], Mem{Base: py, Disp: u * ub})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// genDequant generates dequant<f>: one panel of codes dequantized into
+// float32 rows of a [depth, columns] matrix: dst[k·ldd + c] =
+// float32(code[c, k])·sw[block of k, c] for the panel's 16 columns.
+func genDequant(f string) {
+	name := "dequant" + f
+	TEXT(name, NOSPLIT, "func(dst *float32, ldd int, b *int8, sw *float32, bstr int, nb int, kqb int)")
+	Pragma("noescape")
+	Doc(name + " dequantizes one panel of codes into rows of dst (strides in bytes).")
+	upp, vec := wideFamily(f)
+	ub := 64 / upp
+	pd := Load(Param("dst"), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	ld3 := GP64()
+	LEAQ(Mem{Base: ldd, Index: ldd, Scale: 2}, ld3)
+	ld4 := GP64()
+	LEAQ(Mem{Base: ldd, Index: ldd, Scale: 1}, ld4)
+	SHLQ(U8(1), ld4)
+	pb := Load(Param("b"), GP64())
+	psw := Load(Param("sw"), GP64())
+	bstr := Load(Param("bstr"), GP64())
+	nb := Load(Param("nb"), GP64())
+	cnt := GP64()
+	sv := make([]reg.VecVirtual, upp)
+	for u := range upp {
+		sv[u] = vec()
+	}
+	w, t := vec(), vec()
+	Label(name + "_block")
+	for u := range upp {
+		VMOVUPS(Mem{Base: psw, Disp: u * ub}, sv[u])
+	}
+	Load(Param("kqb"), cnt)
+	Label(name + "_loop")
+	for u := range upp {
+		if f == "Z" {
+			VMOVDQU32(Mem{Base: pb}, w)
+		} else {
+			VMOVDQU(Mem{Base: pb, Disp: u * 32}, w)
+		}
+		for d := range 4 {
+			extract(w, t, d)
+			VMULPS(sv[u], t, t)
+			row := []Mem{{Base: pd}, {Base: pd, Index: ldd, Scale: 1}, {Base: pd, Index: ldd, Scale: 2}, {Base: pd, Index: ld3, Scale: 1}}[d]
+			row.Disp = u * ub
+			VMOVUPS(t, row)
+		}
+	}
+	ADDQ(ld4, pd)
+	ADDQ(U32(64), pb)
+	DECQ(cnt)
+	JNZ(LabelRef(name + "_loop"))
+	ADDQ(bstr, psw)
+	DECQ(nb)
+	JNZ(LabelRef(name + "_block"))
+	VZEROUPPER()
 	RET()
 }
