@@ -3,6 +3,7 @@ package quantize
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -100,7 +101,8 @@ func layerShapes(C int) []struct {
 // from the KV cache, in float32 and on both int8 kernels of q.
 func (ql *quantizeLab) latency(ctx context.Context, name string, p *models.Params, q *models.Quantized) (*latencySet, error) {
 	mc := p.Config()
-	s := &latencySet{name: name, cfg: mc, random: name == "large", threads: ql.cfg.Threads, runs: ql.cfg.Runs}
+	s := &latencySet{name: name, cfg: mc, random: name == "large", threads: ql.cfg.Threads, runs: ql.cfg.Runs,
+		torchErr: errors.New("not run (--set torch=false)")}
 	rng := rand.New(rand.NewPCG(uint64(ql.opt.Seed), 0x6c6174)) // "lat"
 	impl := tensor.WhichBLAS()
 	for _, sh := range layerShapes(mc.Embd) {
@@ -122,7 +124,9 @@ func (ql *quantizeLab) latency(ctx context.Context, name string, p *models.Param
 			}
 			ys := [3][]float32{make([]float32, M*sh.out), make([]float32, M*sh.out), make([]float32, M*sh.out)}
 			mul := [3]func(){
-				func() { impl.Sgemm(blas.NoTrans, blas.Trans, M, sh.out, sh.in, 1, x, sh.in, w, sh.in, 0, ys[0], sh.out) },
+				func() {
+					impl.Sgemm(blas.NoTrans, blas.Trans, M, sh.out, sh.in, 1, x, sh.in, w, sh.in, 0, ys[0], sh.out)
+				},
 				func() { qgemm.WeightOnly(ys[1], x, M, packed) },
 				func() { qgemm.Dynamic(ys[2], x, M, packed) },
 			}
@@ -227,8 +231,8 @@ func (s *latencySet) torchRows(ctx context.Context) {
 	args := []string{"int8", "--vocab", strconv.Itoa(mc.Vocab), "--block", strconv.Itoa(mc.Block), "--layers", strconv.Itoa(mc.Layers),
 		"--heads", strconv.Itoa(mc.Heads), "--embd", strconv.Itoa(mc.Embd), "--threads", strconv.Itoa(s.threads), "--runs", strconv.Itoa(s.runs)}
 	lines, err := lab.RunPeer(ctx, "torch_infer.py", args...)
+	s.torchErr = err
 	if err != nil {
-		s.torchErr = err
 		return
 	}
 	for _, ln := range lines {

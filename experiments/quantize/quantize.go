@@ -56,10 +56,12 @@ var Lab = lab.New("quantize", "int8 per-channel weight quantization: quality, me
 	quantizeDefaults, quantizeQuick, runQuantize)
 
 // quantizeQuick trains baby (128 inputs a channel, which the size target
-// needs) for 60 steps and times it alone, 100 runs each.
+// needs) for 50 steps, compares 100-token greedy samples and times baby
+// alone, 100 runs each.
 func quantizeQuick(c *quantizeConfig) {
-	c.Iters = min(c.Iters, 60)
-	c.EvalBatches = min(c.EvalBatches, 4)
+	c.Iters = min(c.Iters, 50)
+	c.EvalBatches = min(c.EvalBatches, 3)
+	c.Greedy = min(c.Greedy, 100)
 	c.Runs = min(c.Runs, 100)
 	c.Large = false
 }
