@@ -23,6 +23,7 @@ type memRow struct {
 	inputs   map[arena.Dtype]int64 // the program's inputs by type
 	arena    int64                 // the planned arena of the evaluation
 	measured int64                 // the heap's peak over load, compile and evaluation
+	resident int64                 // the live heap after evaluation, the model still held (after a GC)
 	codes    int64                 // int8 codes the model holds (0 for float32)
 	scales   int64                 // bytes of their scales
 	f32Part  int64                 // bytes of the float32 parameters
@@ -144,10 +145,16 @@ func (ql *quantizeLab) measure(name string, load func() (*models.Params, *models
 		}
 		defer m.Close()
 		row.inputs, row.arena = m.InputBytes(), m.Arena().Stats().ArenaBytes
-		return models.ValBatches(ql.data, mc, ql.tc.Seed, ql.cfg.EvalBatches, func(idx, tgt []int32) error {
+		err = models.ValBatches(ql.data, mc, ql.tc.Seed, ql.cfg.EvalBatches, func(idx, tgt []int32) error {
 			_, err := m.Step(idx, tgt)
 			return err
 		})
+		if h := heapNow(); h > peak.Load() {
+			peak.Store(h)
+		}
+		runtime.GC()
+		row.resident = heapNow() - base
+		return err
 	}()
 	if h := heapNow(); h > peak.Load() {
 		peak.Store(h)

@@ -89,11 +89,11 @@ func (ql *quantizeLab) memoryTables(r *reports.Report, mem []memRow, q *qualityR
 	w.Row("channel+head", hb.Linear, float64(f.Linear)/float64(hb.Linear), hb.Head, hb.Total())
 	w.Note("Linear is the four matrices of every block (codes at one byte, scales at four); head is the token embedding the tied head reads; the whole model adds the position embedding, LayerNorms and biases (float32 in every model).")
 	t := r.AddTable("Memory of evaluation", reports.Text("model"), reports.Bytes("f32 inputs"), reports.Bytes("int8 inputs"),
-		reports.Bytes("arena"), reports.Bytes("planned"), reports.Bytes("measured"))
+		reports.Bytes("arena"), reports.Bytes("planned"), reports.Bytes("resident"), reports.Bytes("peak"))
 	for _, m := range mem {
-		t.Row(m.name, m.inputs[arena.F32], m.inputs[arena.Int8], m.arena, m.planned(), m.measured)
+		t.Row(m.name, m.inputs[arena.F32], m.inputs[arena.Int8], m.arena, m.planned(), m.resident, m.measured)
 	}
-	t.Note("One evaluation graph (B=%d, T=%d) loaded from its file: the program's inputs by type (weights, scales; token ids aside), its planned arena, planned = arena + every input; measured is the peak of the live heap (runtime/metrics %s, sampled every ms) over load, compile and %d batches, less what was live before the load. The int8 model's kernels read their weights packed once (internal/qgemm: panels of 16 channels, and -128·Σq per channel for the u8·s8 kernels), a second int8 copy beside the codes the graph reads: measured counts it.",
+	t.Note("One evaluation graph (B=%d, T=%d) loaded from its file: the program's inputs by type (weights, scales; token ids aside), its planned arena, planned = arena + every input. Measured, less what was live before the load: resident is the live heap after the evaluation with the model still held (after a GC: weights, graph, arena, the kernels' packed weights); peak the largest heap (runtime/metrics %s, sampled every ms, garbage included) over load, compile and %d batches. The int8 model's kernels read their weights packed once (internal/qgemm: panels of 16 channels, and -128·Σq per channel for the u8·s8 kernels), a second int8 copy beside the codes the graph reads: resident counts it.",
 		ql.tc.Model.Batch, ql.tc.Model.Block, heapObjects, ql.cfg.EvalBatches)
 }
 
@@ -250,9 +250,9 @@ func (ql *quantizeLab) metricsAndChecks(r *reports.Report, q *qualityResult, mem
 	r.Check("no float32 copy of a quantized matrix", im.inputs[arena.F32] == im.f32Part+im.scales && im.inputs[arena.Int8] == im.codes,
 		"int8 program's inputs: %d float32 bytes = float32 part %d + scales %d; %d int8 bytes = %d codes", im.inputs[arena.F32], im.f32Part, im.scales, im.inputs[arena.Int8], im.codes)
 	saved := fm.weights.Linear - im.weights.Linear
-	r.Check("int8 evaluation's measured peak below float32's", im.measured < fm.measured && im.planned() < fm.planned(),
-		"measured %s against %s (linear weights %s smaller); planned %s against %s",
-		reports.FormatBytes(float64(im.measured)), reports.FormatBytes(float64(fm.measured)), reports.FormatBytes(float64(saved)),
+	r.Check("int8 evaluation holds less: planned, and resident by half the weights saved", im.planned() < fm.planned() && fm.resident-im.resident >= saved/2,
+		"resident %s against %s (linear weights %s smaller; a float32 copy would cancel it); planned %s against %s",
+		reports.FormatBytes(float64(im.resident)), reports.FormatBytes(float64(fm.resident)), reports.FormatBytes(float64(saved)),
 		reports.FormatBytes(float64(im.planned())), reports.FormatBytes(float64(fm.planned())))
 
 	latencyChecks(r, lat)
