@@ -57,8 +57,10 @@ var Lab = lab.New("quantize", "int8 per-channel weight quantization: quality, me
 
 // quantizeQuick trains baby (128 inputs a channel, which the size target
 // needs) for 50 steps, compares 100-token greedy samples and times baby
-// alone, 100 runs each.
+// alone, 100 runs each, without PyTorch (whose start alone takes seconds;
+// the full lab and --set torch=true run it).
 func quantizeQuick(c *quantizeConfig) {
+	c.Torch = false
 	c.Iters = min(c.Iters, 50)
 	c.EvalBatches = min(c.EvalBatches, 3)
 	c.Greedy = min(c.Greedy, 100)
