@@ -23,7 +23,7 @@ import (
 func init() {
 	RegisterCommand(&Command{
 		Name:  "gpt quantize",
-		Usage: "--model CKPT --out Q.safetensors [--set scheme=channel|tensor|block32] [--set head=f32|int8] [--format F]",
+		Usage: "--model CKPT --out Q [--set key=value ...] [--format F]",
 		Short: "write a checkpoint's int8 model: linear weights as I8 codes with F32 scales beside them",
 		Long: "The attention's c_attn and c_proj and the MLP's c_fc and c_proj become int8 under the scheme " +
 			"(channel: one scale per output channel, tensor: one per matrix, block32: one per 32 inputs of a channel; " +
@@ -46,9 +46,9 @@ type gptQuantizeConfig struct {
 
 func gptQuantizeCommand(fs *flag.FlagSet) Runner {
 	var sets lab.SetFlag
-	fs.Var(&sets, "set", "`key=value`: scheme=channel|tensor|block32, head=f32|int8")
+	fs.Var(&sets, "set", "`key=value`: scheme=channel|tensor|block32, head=f32|int8 (listed below)")
 	model := fs.String("model", "", "training checkpoint `CKPT`: model.safetensors of gpt train --out")
-	out := fs.String("out", "", "int8 checkpoint `Q` to write (safetensors)")
+	out := fs.String("out", "", "int8 checkpoint `Q` to write (a .safetensors file)")
 	format := fs.String("format", "table", "output format `F`: table, markdown, json or csv")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := noArgs("gpt quantize", args); err != nil {
