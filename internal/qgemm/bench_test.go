@@ -24,8 +24,10 @@ var benchShapes = []struct {
 // BenchmarkLinear times y = x·Wᵀ at M=1 and M=64 for float32 sgemm, the
 // weight-only kernel and the dynamic kernel on each path this machine
 // runs, reporting GFLOP/s (2·M·N·K per call; int8 operations for the
-// dynamic kernel).
+// dynamic kernel). Everything runs on one goroutine: sgemm is held to one
+// thread, as the int8 kernels run on the caller's.
 func BenchmarkLinear(b *testing.B) {
+	defer sgemm.SetThreads(sgemm.SetThreads(1))
 	for _, m := range []int{1, 64} {
 		for _, sh := range benchShapes {
 			p := newProblem(b, shape{m, sh.n, sh.k}, precision.Int8PerChannel, 12)
@@ -50,6 +52,24 @@ func BenchmarkLinear(b *testing.B) {
 			for _, k := range kernels {
 				run("dynamic-"+k.name, func() { dynamic(k, y, p.x, m, p.w) })
 			}
+		}
+	}
+}
+
+// BenchmarkQuantRow times the activation quantizer of each kernel on a
+// row of K = 512 and 2048 (the share of a dynamic call it costs).
+func BenchmarkQuantRow(b *testing.B) {
+	for _, k := range []int{512, 2048} {
+		p := newProblem(b, shape{1, 16, k}, precision.Int8PerChannel, 15)
+		dst := make([]byte, k)
+		for _, kn := range kernels {
+			b.Run(fmt.Sprintf("K=%d/%s", k, kn.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					kn.quant(dst, p.x, kn.unsigned)
+				}
+				b.ReportMetric(float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "Gelem/s")
+			})
 		}
 	}
 }

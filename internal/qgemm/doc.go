@@ -41,6 +41,12 @@
 // and the float32 epilogue is the same sequence of operations. The
 // assembly is generated with avo (asm/, its own module).
 //
+// Products of at least sgemm.DefaultParallelFlops operations split their
+// panels across as many goroutines as sgemm.Threads allows (long-lived
+// helpers; a busy one is not waited for); every panel is computed as in a
+// serial call, so results do not depend on the split. A warm call
+// allocates nothing.
+//
 // Neither kernel adds a bias: the model's op adds it. The package does
 // not quantize weights (package precision does: scales, rounding rule,
 // schemes, SQNR) and knows no model (models builds the int8 linear op on

@@ -31,37 +31,48 @@ func dynamic(k *kernel, y, x []float32, m int, w *Weights) {
 	if w.nb > 1 {
 		sh = k.shapes[1]
 	}
-	mrMax, nvMax := sh.mr, sh.nv
+	c := &s.call
+	*c = call{k: k, w: w, y: y, a: a, sx: sx, m: m, mr: sh.mr, nv: sh.nv}
 	if m == 1 {
-		nvMax = sh.nv1
+		c.nv = sh.nv1
 	}
+	c.groups = (w.np + c.nv - 1) / c.nv
+	c.run(s, threadsFor(m, w.n, w.k, c.groups))
+	*c = call{} // keep no reference to the caller's slices
+	putScratch(s)
+}
+
+// dynamicGroup computes panels g·nv.. of every row on scratch s.
+func (c *call) dynamicGroup(s *scratch, g int) {
+	w := c.w
+	p0 := g * c.nv
 	// The tile lives in the scratch: passed to an indirect call, a local
 	// would escape.
 	t := &s.tile
 	*t = tile{lda: w.kp, pstr: w.kp * panelW, bstr: w.np * panelW, nb: w.nb, kqb: w.bk / kGroup}
-	for p0 := 0; p0 < w.np; p0 += nvMax {
-		t.nv = min(nvMax, w.np-p0)
-		t.b = w.codes[p0*t.pstr:]
-		t.corr, t.sw = w.corr[p0*panelW:], w.scales[p0*panelW:]
-		cols := min(t.nv*panelW, w.n-p0*panelW)
-		for i0 := 0; i0 < m; i0 += mrMax {
-			t.mr = min(mrMax, m-i0)
-			t.a, t.sx = a[i0*w.kp:], sx[i0:]
-			if cols == t.nv*panelW {
-				t.y, t.ldy = y[i0*w.n+p0*panelW:], w.n
-				k.run(t)
-				continue
-			}
-			// The last panel is partial: compute into a tile and copy.
-			t.y, t.ldy = s.t[:t.mr*t.nv*panelW], t.nv*panelW
-			k.run(t)
-			for i := range t.mr {
-				copy(y[(i0+i)*w.n+p0*panelW:][:cols], t.y[i*t.ldy:][:cols])
-			}
+	t.nv = min(c.nv, w.np-p0)
+	t.b = w.codes[p0*t.pstr:]
+	t.corr, t.sw = w.corr[p0*panelW:], w.scales[p0*panelW:]
+	cols := min(t.nv*panelW, w.n-p0*panelW)
+	for i0 := 0; i0 < c.m; i0 += c.mr {
+		t.mr = min(c.mr, c.m-i0)
+		t.a, t.sx = c.a[i0*w.kp:], c.sx[i0:]
+		if cols == t.nv*panelW {
+			t.y, t.ldy = c.y[i0*w.n+p0*panelW:], w.n
+			c.k.run(t)
+			continue
+		}
+		// The last panel is partial: compute into a tile and copy.
+		if len(s.t) < maxTile {
+			s.t = make([]float32, maxTile)
+		}
+		t.y, t.ldy = s.t[:t.mr*t.nv*panelW], t.nv*panelW
+		c.k.run(t)
+		for i := range t.mr {
+			copy(c.y[(i0+i)*w.n+p0*panelW:][:cols], t.y[i*t.ldy:][:cols])
 		}
 	}
-	*t = tile{} // keep no reference to the caller's slices
-	putScratch(s)
+	*t = tile{}
 }
 
 func checkArgs(op string, y, x []float32, m int, w *Weights) {

@@ -68,6 +68,16 @@ func naiveGroup(a []byte, w []int8) int32 {
 	return p[0] + p[1]
 }
 
+// signedGroup is the plain s8·s8 group: runTile with it is the contract
+// tileGo implements another way.
+func signedGroup(a []byte, w []int8) int32 {
+	var s int32
+	for d := range 4 {
+		s += int32(int8(a[d])) * int32(w[d])
+	}
+	return s
+}
+
 // emulations are the Go models of the assembly kernels, with the tile
 // shapes of asm/main.go's families.
 var emulations = []*kernel{
@@ -77,6 +87,8 @@ var emulations = []*kernel{
 		run: func(t *tile) { runTile(t, true, vpdpbusd) }, quant: quantRowGo},
 	{name: "avx2", shapes: [2]tileShape{{4, 1, 4}, {2, 1, 2}},
 		run: func(t *tile) { runTile(t, false, avx2Group) }, quant: quantRowGo},
+	{name: "go", shapes: [2]tileShape{{4, 2, 4}, {4, 2, 4}},
+		run: func(t *tile) { runTile(t, false, signedGroup) }, quant: quantRowGo},
 }
 
 func emulation(name string) *kernel {
@@ -303,6 +315,35 @@ func TestWeightOnlyKernels(t *testing.T) {
 						t.Fatalf("%s dequant %v %v panel %d: [%d] = %g, want %g", k.name, sc, sh, pn, i, got[i], want[i])
 					}
 				}
+			}
+		}
+	}
+}
+
+// runTile runs the tile contract, one column at a time, with g giving the int32 added to an
+// accumulator for each dword group (four activation bytes, four codes);
+// unsigned accumulators start at corr. The assembly kernels'
+// instruction-level models run through it.
+func runTile(t *tile, unsigned bool, g func(a []byte, w []int8) int32) {
+	for i := range t.mr {
+		a := t.a[i*t.lda:]
+		for v := range t.nv {
+			b := t.b[v*t.pstr:]
+			for c := range panelW {
+				f := float32(0)
+				for blk := range t.nb {
+					var acc int32
+					if unsigned {
+						acc = t.corr[blk*t.bstr+v*panelW+c]
+					}
+					for gi := blk * t.kqb; gi < (blk+1)*t.kqb; gi++ {
+						acc += g(a[gi*kGroup:gi*kGroup+kGroup], b[(gi*panelW+c)*kGroup:][:kGroup])
+					}
+					// The conversion keeps the compiler from fusing this
+					// product with the sum (the kernels round both).
+					f += float32(float32(acc) * t.sw[blk*t.bstr+v*panelW+c])
+				}
+				t.y[i*t.ldy+v*panelW+c] = f * t.sx[i]
 			}
 		}
 	}

@@ -134,39 +134,35 @@ func Kernels() string {
 }
 
 // tileGo is the tile contract in Go on signed activations (the layout
-// of the Go and AVX2 kernels).
-func tileGo(t *tile) { runTile(t, false, dotSigned) }
-
-// dotSigned is the int32 sum of four s8·s8 products.
-func dotSigned(a []byte, w []int8) int32 {
-	return int32(int8(a[0]))*int32(w[0]) + int32(int8(a[1]))*int32(w[1]) +
-		int32(int8(a[2]))*int32(w[2]) + int32(int8(a[3]))*int32(w[3])
-}
-
-// runTile runs the tile contract with g giving the int32 added to an
-// accumulator for each dword group (four activation bytes, four codes);
-// unsigned accumulators start at corr. The tests run the assembly
-// kernels' instruction-level models through it.
-func runTile(t *tile, unsigned bool, g func(a []byte, w []int8) int32) {
+// of the Go and AVX2 kernels): a panel's 16 accumulators advance together,
+// a dword group (64 bytes of codes) at a time.
+func tileGo(t *tile) {
 	for i := range t.mr {
 		a := t.a[i*t.lda:]
 		for v := range t.nv {
 			b := t.b[v*t.pstr:]
-			for c := range panelW {
-				f := float32(0)
-				for blk := range t.nb {
-					var acc int32
-					if unsigned {
-						acc = t.corr[blk*t.bstr+v*panelW+c]
+			var f [panelW]float32
+			for blk := range t.nb {
+				var acc [panelW]int32
+				for g := blk * t.kqb; g < (blk+1)*t.kqb; g++ {
+					a4 := a[g*kGroup : g*kGroup+kGroup]
+					a0, a1, a2, a3 := int32(int8(a4[0])), int32(int8(a4[1])), int32(int8(a4[2])), int32(int8(a4[3]))
+					bg := b[g*kGroup*panelW : (g+1)*kGroup*panelW]
+					for c := range panelW {
+						q := bg[c*kGroup : c*kGroup+kGroup]
+						acc[c] += a0*int32(q[0]) + a1*int32(q[1]) + a2*int32(q[2]) + a3*int32(q[3])
 					}
-					for gi := blk * t.kqb; gi < (blk+1)*t.kqb; gi++ {
-						acc += g(a[gi*kGroup:gi*kGroup+kGroup], b[(gi*panelW+c)*kGroup:][:kGroup])
-					}
-					// The conversion keeps the compiler from fusing this
-					// product with the sum (the kernels round both).
-					f += float32(float32(acc) * t.sw[blk*t.bstr+v*panelW+c])
 				}
-				t.y[i*t.ldy+v*panelW+c] = f * t.sx[i]
+				sw := t.sw[blk*t.bstr+v*panelW:][:panelW]
+				for c := range panelW {
+					// The conversion keeps the compiler from fusing the
+					// product with the sum (the kernels round both).
+					f[c] += float32(float32(acc[c]) * sw[c])
+				}
+			}
+			y := t.y[i*t.ldy+v*panelW:][:panelW]
+			for c := range panelW {
+				y[c] = f[c] * t.sx[i]
 			}
 		}
 	}

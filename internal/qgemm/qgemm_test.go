@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gptlab/internal/sgemm"
 	"gptlab/precision"
 )
 
@@ -306,5 +307,37 @@ func TestPacking(t *testing.T) {
 		if seen != len(w.scales) {
 			t.Errorf("%v: %d scales checked of %d", sc, seen, len(w.scales))
 		}
+	}
+}
+
+// TestParallel: split across goroutines (threshold 0), Dynamic and the
+// GEMV give bitwise the serial results, and allocate nothing once warm.
+func TestParallel(t *testing.T) {
+	if sgemm.Threads() < 2 {
+		t.Skip("one thread")
+	}
+	old := minParOps.Swap(0)
+	defer minParOps.Store(old)
+	for _, k := range kernels {
+		for _, sh := range []shape{{1, 300, 256}, {9, 130, 96}, {64, 512, 128}} {
+			p := newProblem(t, sh, precision.Int8PerChannel, 16)
+			got, want := make([]float32, sh.m*sh.n), make([]float32, sh.m*sh.n)
+			for _, op := range []func(*kernel, []float32, []float32, int, *Weights){dynamic, weightOnly} {
+				op(k, got, p.x, sh.m, p.w)
+				minParOps.Store(math.MaxInt64)
+				op(k, want, p.x, sh.m, p.w)
+				minParOps.Store(0)
+				if i := firstDiff(got, want); i >= 0 {
+					t.Fatalf("%s %v: parallel y[%d] = %g, serial %g", k.name, sh, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	p := newProblem(t, shape{1, 300, 256}, precision.Int8PerChannel, 17)
+	y := make([]float32, 300)
+	Dynamic(y, p.x, 1, p.w)
+	WeightOnly(y, p.x, 1, p.w)
+	if n := testing.AllocsPerRun(50, func() { Dynamic(y, p.x, 1, p.w); WeightOnly(y, p.x, 1, p.w) }); n != 0 {
+		t.Errorf("parallel calls allocate %v", n)
 	}
 }

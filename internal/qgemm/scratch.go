@@ -11,6 +11,7 @@ type scratch struct {
 	t    []float32
 	wf   []float32
 	tile tile
+	call call
 }
 
 var scratchFree = make(chan *scratch, 16)

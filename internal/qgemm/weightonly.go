@@ -32,16 +32,11 @@ func weightOnly(k *kernel, y, x []float32, m int, w *Weights) {
 		xp := s.wf[:w.kp] // x padded with zeros to the packed depth
 		copy(xp, x)
 		clear(xp[w.k:])
-		for p0 := 0; p0 < w.np; p0 += k.gemvNV {
-			nv := min(k.gemvNV, w.np-p0)
-			cols := min(nv*panelW, w.n-p0*panelW)
-			if cols == nv*panelW {
-				k.gemv(y[p0*panelW:], xp, w, p0, nv)
-				continue
-			}
-			k.gemv(s.t, xp, w, p0, nv)
-			copy(y[p0*panelW:][:cols], s.t)
-		}
+		c := &s.call
+		*c = call{gemv: true, k: k, w: w, y: y, x: xp, nv: k.gemvNV}
+		c.groups = (w.np + c.nv - 1) / c.nv
+		c.run(s, threadsFor(1, w.n, w.k, c.groups))
+		*c = call{}
 		putScratch(s)
 		return
 	}
@@ -55,6 +50,23 @@ func weightOnly(k *kernel, y, x []float32, m int, w *Weights) {
 		sgemm.Implementation{}.Sgemm(blas.NoTrans, blas.NoTrans, m, jn, w.k, 1, x, w.k, s.wf, nc, 0, y[j0:], w.n)
 	}
 	putScratch(s)
+}
+
+// gemvGroup computes panels g·nv.. of the GEMV on scratch s.
+func (c *call) gemvGroup(s *scratch, g int) {
+	w := c.w
+	p0 := g * c.nv
+	nv := min(c.nv, w.np-p0)
+	cols := min(nv*panelW, w.n-p0*panelW)
+	if cols == nv*panelW {
+		c.k.gemv(c.y[p0*panelW:], c.x, w, p0, nv)
+		return
+	}
+	if len(s.t) < maxTile {
+		s.t = make([]float32, maxTile)
+	}
+	c.k.gemv(s.t, c.x, w, p0, nv)
+	copy(c.y[p0*panelW:][:cols], s.t)
 }
 
 // gemvGo is the M=1 weight-only product in Go for panels p0..p0+nv-1:
