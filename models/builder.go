@@ -38,7 +38,8 @@ type builder struct {
 // hook is how a pass over the graph is applied while the layers build it:
 // the builder calls every hook, in order, at each of the points below.
 // A pass embeds noHook and implements the points it needs: the casts of
-// a precision policy (mixed: output, matmul, read, copyOf), the record of
+// a precision policy (mixed: output, matmul, read, copyOf), the int8
+// weights (int8Pass: paramNode, matmul, gather), the record of
 // a scheduled step (passLog: core, mask), the running statistic
 // (runningMean: forward), the dropout masks a graph feeds (maskList:
 // mask).
@@ -50,6 +51,14 @@ type hook interface {
 	// product, the head's), or returns nil to leave it to the next hook
 	// (after the last: arena.MatMul).
 	matmul(x, w *G.Node) (*G.Node, error)
+	// paramNode is the node of rows [lo, hi) of the parameter name (all of
+	// it when hi is 0) when a pass holds it in another form (int8), or nil
+	// for the Params' float32 view.
+	paramNode(g *G.ExprGraph, name string, lo, hi int) *G.Node
+	// gather makes the rows idx of an embedding table w (a node paramNode
+	// made), or returns nil to leave it to the next hook (after the last:
+	// arena.Gather).
+	gather(w, idx *G.Node) (*G.Node, error)
 	// read is what a reader after the forward (a backward, a
 	// recomputation) reads for the forward value x, or nil for x itself.
 	read(x *G.Node) (*G.Node, error)
@@ -69,13 +78,15 @@ type hook interface {
 // noHook implements every point of hook as doing nothing.
 type noHook struct{}
 
-func (noHook) output(x *G.Node) (*G.Node, error)        { return x, nil }
-func (noHook) matmul(_, _ *G.Node) (*G.Node, error)     { return nil, nil }
-func (noHook) read(*G.Node) (*G.Node, error)            { return nil, nil }
-func (noHook) copyOf(*G.Node) *G.Node                   { return nil }
-func (noHook) forward(*builder, Segment, *G.Node, bool) {}
-func (noHook) core(attnCore)                            {}
-func (noHook) mask(maskInput)                           {}
+func (noHook) output(x *G.Node) (*G.Node, error)                { return x, nil }
+func (noHook) matmul(_, _ *G.Node) (*G.Node, error)             { return nil, nil }
+func (noHook) paramNode(*G.ExprGraph, string, int, int) *G.Node { return nil }
+func (noHook) gather(_, _ *G.Node) (*G.Node, error)             { return nil, nil }
+func (noHook) read(*G.Node) (*G.Node, error)                    { return nil, nil }
+func (noHook) copyOf(*G.Node) *G.Node                           { return nil }
+func (noHook) forward(*builder, Segment, *G.Node, bool)         {}
+func (noHook) core(attnCore)                                    {}
+func (noHook) mask(maskInput)                                   {}
 
 func newBuilder(g *G.ExprGraph, cfg Config, p *Params, B, T int, train bool, kv *KVCache, hooks ...hook) *builder {
 	return &builder{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}, hooks: hooks}
@@ -113,6 +124,28 @@ func (n *builder) matmul(x, w *G.Node) (*G.Node, error) {
 		}
 	}
 	return arena.MatMul(x, w, false, true)
+}
+
+// gather is the rows idx of the embedding table w, made by the first hook
+// that makes it.
+func (n *builder) gather(w, idx *G.Node) (*G.Node, error) {
+	for _, h := range n.hooks {
+		if y, err := h.gather(w, idx); err != nil || y != nil {
+			return y, err
+		}
+	}
+	return arena.Gather(w, idx)
+}
+
+// hookWeight is the node a hook holds for rows [lo, hi) of parameter
+// name (hi 0: all of it), or nil.
+func (n *builder) hookWeight(name string, lo, hi int) *G.Node {
+	for _, h := range n.hooks {
+		if x := h.paramNode(n.g, name, lo, hi); x != nil {
+			return x
+		}
+	}
+	return nil
 }
 
 // reread is what a reader after the forward reads for the forward value
@@ -154,7 +187,10 @@ func (n *builder) param(name string) *G.Node {
 	if x, ok := n.wrt[name]; ok {
 		return x[0]
 	}
-	x := n.input(name, n.p.Slice(name), n.p.Shape(name)...)
+	x := n.hookWeight(name, 0, 0)
+	if x == nil {
+		x = n.input(name, n.p.Slice(name), n.p.Shape(name)...)
+	}
 	n.wrt[name] = G.Nodes{x}
 	return x
 }
@@ -162,13 +198,16 @@ func (n *builder) param(name string) *G.Node {
 // paramRows is rows [lo, hi) of a parameter's first axis as a node of its
 // own (a view of the same memory): q, k and v of c_attn.
 func (n *builder) paramRows(name, part string, lo, hi int) *G.Node {
-	shape := n.p.Shape(name)
-	row := 1
-	for _, d := range shape[1:] {
-		row *= d
+	x := n.hookWeight(name, lo, hi)
+	if x == nil {
+		shape := n.p.Shape(name)
+		row := 1
+		for _, d := range shape[1:] {
+			row *= d
+		}
+		sub := append([]int{hi - lo}, shape[1:]...)
+		x = n.input(name+"."+part, n.p.Slice(name)[lo*row:hi*row], sub...)
 	}
-	sub := append([]int{hi - lo}, shape[1:]...)
-	x := n.input(name+"."+part, n.p.Slice(name)[lo*row:hi*row], sub...)
 	n.wrt[name] = append(n.wrt[name], x)
 	return x
 }

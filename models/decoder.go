@@ -100,8 +100,16 @@ func (d *Decoder) graph(T int) (*decodeGraph, error) {
 	if err := checkShape(d.cfg, d.p, d.B, T); err != nil {
 		return nil, err
 	}
+	o := modelOptions{arena: defaultArena()}
+	for _, opt := range d.opts {
+		opt(&o)
+	}
+	hooks, err := o.int8Hooks(d.p, nil, false)
+	if err != nil {
+		return nil, err
+	}
 	g := G.NewGraph()
-	n := newBuilder(g, d.cfg, d.p, d.B, T, false, d.cache)
+	n := newBuilder(g, d.cfg, d.p, d.B, T, false, d.cache, hooks...)
 	N := d.B * T
 	gr := &decodeGraph{idx: make([]int, N), pos: make([]int, N)}
 	x := n.embed(n.input("idx", gr.idx, N), n.input("pos", gr.pos, N)) // (B*T, C)
@@ -111,10 +119,6 @@ func (d *Decoder) graph(T int) (*decodeGraph, error) {
 	gr.logits = n.head(x) // (B*T, V)
 	if n.err != nil {
 		return nil, fmt.Errorf("build decoder graph: %w", n.err)
-	}
-	o := modelOptions{arena: defaultArena()}
-	for _, opt := range d.opts {
-		opt(&o)
 	}
 	exec, err := newExecutor(g, G.Nodes{gr.logits}, o)
 	if err != nil {

@@ -22,6 +22,7 @@ type modelOptions struct {
 	stat      *RunningMean
 	statGuard bool
 	precision precision.Policy // WithPrecision (mixed.go)
+	int8      *int8Option      // WithInt8 (int8.go)
 }
 
 // WithStepSchedule builds a training model's step by a schedule of forward,

@@ -145,6 +145,9 @@ func (m *Model) build(o modelOptions) error {
 	}
 	masks := &maskList{}
 	hooks := []hook{masks}
+	if hooks, err = o.int8Hooks(m.params, hooks, m.train); err != nil {
+		return err
+	}
 	if mp != nil {
 		hooks = append(hooks, mp)
 		m.mp = mp

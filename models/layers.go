@@ -19,7 +19,7 @@ import (
 // residual stream x (B*T, C), with dropout.
 func (n *builder) embed(idx, pos *G.Node) *G.Node {
 	wte := n.param("transformer.wte.weight")
-	tok := n.do(func() (*G.Node, error) { return arena.Gather(wte, idx) })                              // (B*T, C)
+	tok := n.do(func() (*G.Node, error) { return n.gather(wte, idx) })                                  // (B*T, C)
 	ps := n.do(func() (*G.Node, error) { return arena.Gather(n.param("transformer.wpe.weight"), pos) }) // (B*T, C)
 	x := n.do(func() (*G.Node, error) { return arena.Add(tok, ps) })                                    // (B*T, C)
 	return n.dropout(x, 0, SiteEmbed)                                                                   // (B*T, C)

@@ -59,7 +59,21 @@ func ZeroParams(cfg Config) *Params {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	names, shapes := paramLayout(cfg)
+	return zeroParamsOf(cfg, nil)
+}
+
+// zeroParamsOf is ZeroParams holding only the parameters keep accepts
+// (all of them when keep is nil): an int8 model's float32 part
+// (Quantized.Params), without its quantized matrices.
+func zeroParamsOf(cfg Config, keep func(name string) bool) *Params {
+	all, allShapes := paramLayout(cfg)
+	var names []string
+	var shapes [][]int
+	for i, n := range all {
+		if keep == nil || keep(n) {
+			names, shapes = append(names, n), append(shapes, allShapes[i])
+		}
+	}
 	p := &Params{cfg: cfg, names: names, shapes: shapes, index: map[string]int{}}
 	total := 0
 	for i, s := range shapes {
@@ -174,7 +188,7 @@ func (p *Params) Decays(name string) bool { return len(p.Shape(name)) >= 2 }
 
 // Clone returns a deep copy.
 func (p *Params) Clone() *Params {
-	q := ZeroParams(p.cfg)
+	q := zeroParamsOf(p.cfg, p.Has)
 	copy(q.data, p.data)
 	return q
 }

@@ -50,16 +50,18 @@ func (sc SampleConfig) Validate() error {
 type Sampler struct {
 	p   *Params
 	tok *Tokenizer
-	dec *Decoder // the cached path, made on first use
-	win *Model   // the full-window path, made on first use
-	ctx []int32  // (1, T) window fed to win
+	dec *Decoder      // the cached path, made on first use
+	win *Model        // the full-window path, made on first use
+	ctx []int32       // (1, T) window fed to win
+	opt []ModelOption // of both paths' graphs (WithInt8)
 	// The cache holds lastHeld, the tokens ids[heldFrom:] of the last call.
 	heldFrom int
 	lastHeld []int32
 }
 
-// NewSampler makes a sampler for p; its graphs are compiled on first use.
-func NewSampler(p *Params, tok *Tokenizer) (*Sampler, error) {
+// NewSampler makes a sampler for p; its graphs are compiled on first use,
+// with opts (WithInt8: an int8 model's).
+func NewSampler(p *Params, tok *Tokenizer, opts ...ModelOption) (*Sampler, error) {
 	cfg := p.Config()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -67,7 +69,7 @@ func NewSampler(p *Params, tok *Tokenizer) (*Sampler, error) {
 	if tok.Vocab() != cfg.Vocab {
 		return nil, fmt.Errorf("%w: the tokenizer has %d characters, the model's vocabulary %d", ErrBadData, tok.Vocab(), cfg.Vocab)
 	}
-	return &Sampler{p: p, tok: tok}, nil
+	return &Sampler{p: p, tok: tok, opt: opts}, nil
 }
 
 // Generate continues prompt by sc.Tokens characters and returns the
@@ -123,7 +125,7 @@ func (s *Sampler) generate(ids []int32, sc SampleConfig, trace func(logits []flo
 func (s *Sampler) window(ids []int32) ([]float32, error) {
 	cfg := s.p.Config()
 	if s.win == nil {
-		m, err := NewModel(cfg, s.p, 1, cfg.Block, false)
+		m, err := NewModel(cfg, s.p, 1, cfg.Block, false, s.opt...)
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +146,7 @@ func (s *Sampler) window(ids []int32) ([]float32, error) {
 func (s *Sampler) cached(ids []int32) ([]float32, error) {
 	cfg := s.p.Config()
 	if s.dec == nil {
-		d, err := NewDecoder(s.p, 1)
+		d, err := NewDecoder(s.p, 1, s.opt...)
 		if err != nil {
 			return nil, err
 		}

@@ -288,13 +288,20 @@ func (t *Trainer) TrainStep() (float32, error) {
 // inputs and targets. They depend on the seed only, so every evaluation
 // of a run (and of its resumption) sees the same tokens.
 func (t *Trainer) ValBatches(f func(idx, targets []int32) error) error {
-	mc := t.Cfg.Model
-	vb, err := NewBatcher(t.Data.Val, mc.Batch, mc.Block, uint64(t.Cfg.Seed), StreamVal)
+	return ValBatches(t.Data, t.Cfg.Model, t.Cfg.Seed, t.Cfg.EvalBatches, f)
+}
+
+// ValBatches calls f with each of the n validation batches of a run of
+// seed on data, (mc.Batch, mc.Block) inputs and targets: the batches
+// Trainer.ValBatches gives, for a model evaluated apart from its trainer
+// (an int8 one).
+func ValBatches(data *Dataset, mc Config, seed int64, n int, f func(idx, targets []int32) error) error {
+	vb, err := NewBatcher(data.Val, mc.Batch, mc.Block, uint64(seed), StreamVal)
 	if err != nil {
 		return err
 	}
-	idx, tgt := make([]int32, len(t.idx)), make([]int32, len(t.tgt))
-	for range t.Cfg.EvalBatches {
+	idx, tgt := make([]int32, mc.Batch*mc.Block), make([]int32, mc.Batch*mc.Block)
+	for range n {
 		vb.Next(idx, tgt)
 		if err := f(idx, tgt); err != nil {
 			return err
@@ -330,13 +337,20 @@ func (t *Trainer) ValLosses() ([]float64, error) {
 // window scored by the source's true probabilities, with no context from
 // before the window), or nil for data without a known source.
 func (t *Trainer) OracleLosses() []float64 {
-	src := t.Data.Source
+	return OracleLosses(t.Data, t.Cfg.Model, t.Cfg.Seed, t.Cfg.EvalBatches)
+}
+
+// OracleLosses is Trainer.OracleLosses for the n validation batches of a
+// run of seed on data (ValBatches), or nil for data without a known
+// source.
+func OracleLosses(data *Dataset, mc Config, seed int64, n int) []float64 {
+	src := data.Source
 	if src == nil {
 		return nil
 	}
 	var out []float64
-	T := t.Cfg.Model.Block
-	_ = t.ValBatches(func(idx, tgt []int32) error {
+	T := mc.Block
+	_ = ValBatches(data, mc, seed, n, func(idx, tgt []int32) error {
 		sum := 0.0
 		for r := 0; r < len(idx); r += T {
 			sum += src.WindowLoss(idx[r:r+T], tgt[r:r+T])

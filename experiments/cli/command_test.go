@@ -202,8 +202,8 @@ func TestREADMELabs(t *testing.T) {
 // TestGroupsListTheirSubcommands: a subcommand added from another file
 // shows in its group's help and the top-level list without other edits.
 func TestGroupsListTheirSubcommands(t *testing.T) {
-	if got := subcommandNames("gpt"); !slices.Equal(strings.Split(got, ", "), []string{"train", "eval", "sample", "grads"}) {
-		t.Errorf("gpt subcommands = %q, want train, eval, sample, grads", got)
+	if got := subcommandNames("gpt"); !slices.Equal(strings.Split(got, ", "), []string{"train", "eval", "sample", "grads", "quantize"}) {
+		t.Errorf("gpt subcommands = %q, want train, eval, sample, grads, quantize", got)
 	}
 	c := &Command{Name: "bench probe", Usage: "[--n K]", Short: "a subcommand added by a test",
 		Setup: func(fs *flag.FlagSet) Runner { fs.Int("n", 1, "`K`"); return nil }}

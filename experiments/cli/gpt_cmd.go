@@ -218,21 +218,19 @@ func gptEvalCommand(fs *flag.FlagSet) Runner {
 		if err := checkReportFlags(*format, *out); err != nil {
 			return err
 		}
+		if ic, err := models.LoadInt8Checkpoint(*model); !errors.Is(err, models.ErrNotInt8) {
+			if err != nil {
+				return lab.Usagef("gpt eval: --model: %v", err)
+			}
+			return gptEvalInt8(ctx, ic, ec, *model, *format, *out, stdout)
+		}
 		ck, err := models.LoadCheckpoint(*model)
 		if err != nil {
 			return lab.Usagef("gpt eval: --model: %v", err)
 		}
-		var data *models.Dataset
-		if ec.Data == "" {
-			data, err = ck.LoadData()
-		} else {
-			data, err = models.LoadText(ec.Data, ck.Cfg.Model.Block)
-			if err == nil && data.Tok.Chars() != ck.Vocab {
-				err = fmt.Errorf("%w: vocabulary of %d characters differs from the checkpoint's %d (a char-level model reads only its own characters)", models.ErrBadData, data.Tok.Vocab(), len([]rune(ck.Vocab)))
-			}
-		}
+		data, err := gptEvalData(ec, ck.LoadData, ck.Vocab, ck.Cfg.Model.Block)
 		if err != nil {
-			return lab.Usagef("gpt eval: data: %v", err)
+			return err
 		}
 		tc := ck.Cfg
 		if ec.EvalBatches > 0 {
@@ -248,27 +246,52 @@ func gptEvalCommand(fs *flag.FlagSet) Runner {
 		if err := untilInterrupted(ctx, func() (err error) { vals, err = tr.ValLosses(); return err }); err != nil {
 			return err
 		}
-		secs := time.Since(t0).Seconds()
-		val := lab.Mean(vals)
 		r := reports.New("gpt-eval", fmt.Sprintf("Validation loss of %s on %s", *model, data.Name))
-		r.Metric("val_loss_nats", val)
-		r.Metric("eval_tokens", len(vals)*tc.Model.Batch*tc.Model.Block)
-		r.Metric("eval_seconds", secs)
-		r.Metric("checkpoint_step", ck.Step)
-		if src := data.Source; src != nil {
-			oracle := tr.OracleLosses()
-			r.Metric("oracle_val_loss_nats", lab.Mean(oracle))
-			r.Metric("entropy_rate_nats", src.EntropyRate())
-			r.Metric("gap_to_oracle_nats", val-lab.Mean(oracle))
-			tol := gpt.OracleTolerance(vals, oracle)
-			r.Check("no better than the ideal model", val >= lab.Mean(oracle)-tol,
-				"val loss %.4f ≥ ideal model's %.4f on the same batches − %.4f", val, lab.Mean(oracle), tol)
-		}
-		r.Check("val loss is finite", !math.IsNaN(val) && !math.IsInf(val, 0), "%v", val)
+		evalReport(r, vals, time.Since(t0), tc.Model, ck.Step, data, tr.OracleLosses())
 		r.Config = trainConfigValues(tr)
 		r.Config.Set("model", *model)
 		return emit(r, *format, *out, stdout)
 	}
+}
+
+// gptEvalData is the data gpt eval reads: the checkpoint's own (own), or
+// the file --set data names, which must have the checkpoint's vocabulary.
+func gptEvalData(ec gptEvalConfig, own func() (*models.Dataset, error), vocab string, block int) (*models.Dataset, error) {
+	var data *models.Dataset
+	var err error
+	if ec.Data == "" {
+		data, err = own()
+	} else {
+		data, err = models.LoadText(ec.Data, block)
+		if err == nil && data.Tok.Chars() != vocab {
+			err = fmt.Errorf("%w: vocabulary of %d characters differs from the checkpoint's %d (a char-level model reads only its own characters)", models.ErrBadData, data.Tok.Vocab(), len([]rune(vocab)))
+		}
+	}
+	if err != nil {
+		return nil, lab.Usagef("gpt eval: data: %v", err)
+	}
+	return data, nil
+}
+
+// evalReport fills gpt eval's metrics and checks from the validation
+// losses vals of a model of mc (taking took), at step, on data, against
+// the ideal model's oracle losses on the same batches (nil: data without
+// a known source).
+func evalReport(r *reports.Report, vals []float64, took time.Duration, mc models.Config, step int, data *models.Dataset, oracle []float64) {
+	val := lab.Mean(vals)
+	r.Metric("val_loss_nats", val)
+	r.Metric("eval_tokens", len(vals)*mc.Batch*mc.Block)
+	r.Metric("eval_seconds", took.Seconds())
+	r.Metric("checkpoint_step", step)
+	if oracle != nil && data.Source != nil {
+		r.Metric("oracle_val_loss_nats", lab.Mean(oracle))
+		r.Metric("entropy_rate_nats", data.Source.EntropyRate())
+		r.Metric("gap_to_oracle_nats", val-lab.Mean(oracle))
+		tol := gpt.OracleTolerance(vals, oracle)
+		r.Check("no better than the ideal model", val >= lab.Mean(oracle)-tol,
+			"val loss %.4f ≥ ideal model's %.4f on the same batches − %.4f", val, lab.Mean(oracle), tol)
+	}
+	r.Check("val loss is finite", !math.IsNaN(val) && !math.IsInf(val, 0), "%v", val)
 }
 
 // maxSampleTokens bounds gpt sample --tokens.
@@ -293,18 +316,17 @@ func gptSampleCommand(fs *flag.FlagSet) Runner {
 		case !(*temp >= 0) || math.IsInf(*temp, 0):
 			return lab.Usagef("gpt sample: --temperature %v: want 0 (the most likely character) or a positive number", *temp)
 		}
-		ck, err := models.LoadCheckpoint(*model)
+		params, tok, opts, err := sampleModel(*model, stderr)
 		if err != nil {
-			return lab.Usagef("gpt sample: --model: %v", err)
+			return err
 		}
-		tok := ck.Tokenizer()
 		if *topK < 0 || *topK > tok.Vocab() {
 			return lab.Usagef("gpt sample: --top-k %d: want 0 (all) to %d, the vocabulary's size", *topK, tok.Vocab())
 		}
 		if _, err := tok.Encode(*prompt); err != nil {
 			return lab.Usagef("gpt sample: --prompt: %v", err)
 		}
-		s, err := models.NewSampler(ck.Params, tok)
+		s, err := models.NewSampler(params, tok, opts...)
 		if err != nil {
 			return lab.Usagef("gpt sample: --model %s: %v", *model, err)
 		}

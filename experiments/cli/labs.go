@@ -9,6 +9,7 @@ import (
 	"gptlab/experiments/gpt"
 	"gptlab/experiments/lab"
 	"gptlab/experiments/precision"
+	"gptlab/experiments/quantize"
 	"gptlab/experiments/reuse"
 	"gptlab/experiments/serving"
 	"gptlab/experiments/tensorparallel"
@@ -23,7 +24,7 @@ var labs = []*lab.Lab{
 	arena.Lab,
 	checkpoint.Lab,
 	precision.Lab,
-	lab.Planned("quantize", "int8 per-channel weight quantization: quality, memory, latency"),
+	quantize.Lab,
 	dataparallel.Lab,
 	tensorparallel.Lab,
 	serving.Lab,

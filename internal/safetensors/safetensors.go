@@ -4,7 +4,7 @@
 // span, an optional string-to-string __metadata__, then the raw data.
 //
 // It owns the format: header parsing and its limits, the dtypes gptlab
-// uses (F32, I64, I32), and the checks that make a malformed file an error
+// uses (F32, I64, I32, and I8 for quantized weights), and the checks that make a malformed file an error
 // rather than a panic (its fuzz target is FuzzReadSafetensors). It knows nothing of
 // models, parameters or checkpoints: those live in package models, built
 // on this one. Files are written atomically (internal/atomicfile).
@@ -25,12 +25,14 @@ import (
 )
 
 // Tensor is one safetensors entry. Float data is held as float32 (dtype
-// "F32"); integer data ("I64" or "I32") as int64.
+// "F32"); integer data ("I64" or "I32") as int64; 8-bit integers ("I8",
+// quantized weights) as int8, one byte each as in the file.
 type Tensor struct {
-	DType string    // "F32", "I64" or "I32"
+	DType string    // "F32", "I64", "I32" or "I8"
 	Shape []int     // row-major; [] is a scalar
 	F32   []float32 // the values when DType is "F32"
 	Ints  []int64   // the values when DType is "I64" or "I32"
+	I8    []int8    // the values when DType is "I8"
 }
 
 // F32 makes an F32 tensor (data is not copied).
@@ -41,6 +43,11 @@ func F32(shape []int, data []float32) Tensor {
 // Int makes an I64 or I32 tensor (data is not copied).
 func Int(dtype string, shape []int, data []int64) Tensor {
 	return Tensor{DType: dtype, Shape: append([]int(nil), shape...), Ints: data}
+}
+
+// I8 makes an I8 tensor (data is not copied).
+func I8(shape []int, data []int8) Tensor {
+	return Tensor{DType: "I8", Shape: append([]int(nil), shape...), I8: data}
 }
 
 // ErrMalformed marks a malformed safetensors file.
@@ -55,8 +62,21 @@ func dtypeSize(dt string) int {
 		return 4
 	case "I64":
 		return 8
+	case "I8":
+		return 1
 	}
 	return 0
+}
+
+// values is the number of values t holds in the slice of its dtype.
+func (t Tensor) values() int {
+	switch t.DType {
+	case "F32":
+		return len(t.F32)
+	case "I8":
+		return len(t.I8)
+	}
+	return len(t.Ints)
 }
 
 // Len is the number of elements the shape holds.
@@ -113,7 +133,7 @@ func Decode(b []byte) (map[string]Tensor, map[string]string, error) {
 		}
 		size := dtypeSize(e.DType)
 		if size == 0 {
-			return nil, nil, fmt.Errorf("%w: tensor %q: dtype %q not supported (want F32, I64 or I32)", ErrMalformed, name, e.DType)
+			return nil, nil, fmt.Errorf("%w: tensor %q: dtype %q not supported (want F32, I64, I32 or I8)", ErrMalformed, name, e.DType)
 		}
 		if len(e.Offsets) != 2 {
 			return nil, nil, fmt.Errorf("%w: tensor %q: data_offsets %v, want [begin, end]", ErrMalformed, name, e.Offsets)
@@ -166,6 +186,11 @@ func decodeData(e entry, count int64, buf []byte) Tensor {
 		for i := range t.Ints {
 			t.Ints[i] = int64(binary.LittleEndian.Uint64(buf[8*i:]))
 		}
+	case "I8":
+		t.I8 = make([]int8, count)
+		for i, b := range buf {
+			t.I8[i] = int8(b)
+		}
 	}
 	return t
 }
@@ -203,12 +228,8 @@ func Encode(w io.Writer, tensors map[string]Tensor, meta map[string]string) erro
 		if size == 0 {
 			return fmt.Errorf("encode safetensors: tensor %q: dtype %q not supported", n, t.DType)
 		}
-		have := len(t.F32)
-		if t.DType != "F32" {
-			have = len(t.Ints)
-		}
-		if have != t.Len() {
-			return fmt.Errorf("encode safetensors: tensor %q: %d values for shape %v", n, have, t.Shape)
+		if have := t.values(); have != t.Len() {
+			return fmt.Errorf("encode safetensors: tensor %q: %d values for shape %v", n, t.values(), t.Shape)
 		}
 		shape := t.Shape
 		if shape == nil {
@@ -245,6 +266,10 @@ func Encode(w io.Writer, tensors map[string]Tensor, meta map[string]string) erro
 		case "I64":
 			for _, v := range t.Ints {
 				buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+			}
+		case "I8":
+			for _, v := range t.I8 {
+				buf = append(buf, byte(v))
 			}
 		}
 	}

@@ -17,6 +17,7 @@ func TestRoundTrip(t *testing.T) {
 		"i64": Int("I64", []int{2, 2}, []int64{0, 1, -5, 1 << 40}),
 		"i32": Int("I32", []int{3}, []int64{7, -1, 64}),
 		"s":   F32([]int{}, []float32{42}),
+		"q":   I8([]int{2, 3}, []int8{-127, -1, 0, 1, 127, -128}),
 	}
 	meta := map[string]string{"n_layer": "2"}
 	path := filepath.Join(t.TempDir(), "x.safetensors")
@@ -56,6 +57,9 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("tensor %q[%d] = %v, want %v", name, i, got.Ints[i], want.Ints[i])
 			}
 		}
+		if !slices.Equal(got.I8, want.I8) {
+			t.Errorf("tensor %q = %v, want %v", name, got.I8, want.I8)
+		}
 	}
 }
 
@@ -79,6 +83,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"negative dim", string(header(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}`, 0)), "shape"},
 		{"reversed offsets", string(header(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}}`, 4)), "outside"},
 		{"overlap", string(header(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, 8)), "overlap"},
+		{"I8 size mismatch", string(header(`{"a":{"dtype":"I8","shape":[2,3],"data_offsets":[0,5]}}`, 8)), "bytes for shape"},
 		{"bad metadata", string(header(`{"__metadata__":{"a":1}}`, 0)), "__metadata__"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,10 +104,12 @@ func FuzzReadSafetensors(f *testing.F) {
 	_ = Encode(&buf, map[string]Tensor{
 		"a": F32([]int{2}, []float32{1, 2}),
 		"b": Int("I32", []int{1}, []int64{3}),
+		"q": I8([]int{2, 2}, []int8{-127, 0, 5, 127}),
 	}, map[string]string{"k": "v"})
 	f.Add(buf.Bytes())
 	f.Add(header(`{"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}}`, 8))
 	f.Add(header(`{"a":{"dtype":"F32","shape":[1000000000,1000000000],"data_offsets":[0,8]}}`, 8))
+	f.Add(header(`{"a":{"dtype":"I8","shape":[3],"data_offsets":[0,3]}}`, 3))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ts, _, err := Decode(b)
@@ -110,7 +117,7 @@ func FuzzReadSafetensors(f *testing.F) {
 			return
 		}
 		for name, x := range ts {
-			n := len(x.F32) + len(x.Ints)
+			n := len(x.F32) + len(x.Ints) + len(x.I8)
 			if n != x.Len() {
 				t.Errorf("tensor %q: %d values for shape %v", name, n, x.Shape)
 			}
