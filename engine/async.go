@@ -114,8 +114,10 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 	ch := make(chan Event, r.MaxTokens+1)
 	h.out = ch
 	a.pending = append(a.pending, h)
-	a.mu.Unlock()
+	// Registered under the lock: a cancel that fires at once waits for
+	// it, and finds h pending; the loop reads h.stop after taking h.
 	h.stop = context.AfterFunc(ctx, func() { e.requestCancel(h, context.Cause(ctx)) })
+	a.mu.Unlock()
 	a.poke()
 	return ch, nil
 }
