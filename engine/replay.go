@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -85,7 +86,7 @@ func Replay(ctx context.Context, e *Engine, reqs []serving.Request) (*ReplayResu
 		}
 		if e.Idle() {
 			if next < len(order) {
-				time.Sleep(time.Duration((reqs[order[next]].Arrival - now()) * 1e9))
+				waitUntil(start, reqs[order[next]].Arrival)
 			}
 			continue
 		}
@@ -105,4 +106,16 @@ func Replay(ctx context.Context, e *Engine, reqs []serving.Request) (*ReplayResu
 		res.Wall -= reqs[order[0]].Arrival
 	}
 	return res, nil
+}
+
+// waitUntil returns at t seconds after start: a sleep to within a
+// millisecond (timers wake late on a busy machine), then a yield loop.
+func waitUntil(start time.Time, t float64) {
+	at := start.Add(time.Duration(t * 1e9))
+	if d := time.Until(at) - time.Millisecond; d > 0 {
+		time.Sleep(d)
+	}
+	for time.Now().Before(at) {
+		runtime.Gosched()
+	}
 }
