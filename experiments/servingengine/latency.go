@@ -17,19 +17,24 @@ import (
 // and fixed batching; fits serving's cost model on the continuous runs at
 // the lowest and highest rate and predicts the others with the simulator;
 // compares the two policies' goodput at equal SLOs with the simulator's.
-func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32 float64) error {
+func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, prefillTPS float64) error {
 	cfg := el.cfg
+	// A mixed iteration: a batch-32 decode and a full chunk of prefill.
+	iter := step32 + float64(cfg.MaxTokens)/prefillTPS
 	slo := serving.SLO{TTFT: cfg.SLOTTFT.Seconds(), TPOT: cfg.SLOTPOT.Seconds()}
 	if slo.TTFT == 0 {
-		slo.TTFT = 25 * step32
-		cfg.SLOTTFT = time.Duration(slo.TTFT * 1e9)
+		slo.TTFT = 25 * iter
+		cfg.SLOTTFT = time.Duration(slo.TTFT * 1e9).Round(time.Microsecond)
 	}
 	if slo.TPOT == 0 {
-		slo.TPOT = 3 * step32
-		cfg.SLOTPOT = time.Duration(slo.TPOT * 1e9)
+		slo.TPOT = 3 * iter
+		cfg.SLOTPOT = time.Duration(slo.TPOT * 1e9).Round(time.Microsecond)
 	}
 	meanOut := float64(el.output.Lo+el.output.Hi) / 2
-	capacity := 32 / step32 / meanOut // requests/s at batch-32 decode speed
+	meanPrompt := float64(el.prompt.Lo+el.prompt.Hi) / 2
+	// requests/s when every output token decodes at batch-32 speed and
+	// every prompt token prefills at the best chunk's speed
+	capacity := 1 / (meanOut*step32/32 + meanPrompt/prefillTPS)
 	contCfg := engine.Config{Policy: "continuous", MaxSeqs: cfg.MaxSeqs, MaxTokens: cfg.MaxTokens, Chunked: true, Watermark: 0.01}
 	fixedCfg := engine.Config{Policy: "fixed", MaxSeqs: cfg.MaxSeqs}
 	type point struct {
@@ -72,7 +77,7 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32 floa
 		s := p.cont
 		t.Row(p.rate, ms(s.TTFT.Median), ms(s.TTFT.P90), ms(s.TPOT.Median), ms(s.TPOT.P90), ms(s.ITL.Median), ms(s.E2E.Median), ms(s.E2E.P90), s.OutputThroughput)
 	}
-	t.Note("Rates are %v of the batch-32 decode capacity measured above (%.0f requests/s of %.0f output tokens); Poisson arrivals; %d sequences and %d tokens an iteration at most, chunked prefill; percentiles as vLLM's benchmark_serving.py computes them.", cfg.Loads, capacity, meanOut, cfg.MaxSeqs, cfg.MaxTokens)
+	t.Note("Rates are %v of the capacity measured above (%.0f requests/s of %.0f prompt tokens at the best prefill speed and %.0f output tokens at batch-32 decode speed); Poisson arrivals; %d sequences and %d tokens an iteration at most, chunked prefill; percentiles as vLLM's benchmark_serving.py computes them.", cfg.Loads, capacity, meanPrompt, meanOut, cfg.MaxSeqs, cfg.MaxTokens)
 
 	// The simulator calibrated on the engine.
 	var work []serving.Work
@@ -182,7 +187,7 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32 floa
 }
 
 func sloNote(c *engineConfig) string {
-	return fmt.Sprintf("--set slo-ttft=%v slo-tpot=%v (by default 25 and 3 batch-32 decode iterations, scaled to this machine)", c.SLOTTFT, c.SLOTPOT)
+	return fmt.Sprintf("--set slo-ttft=%v slo-tpot=%v (by default 25 and 3 iterations of a batch-32 decode and a full prefill chunk, scaled to this machine)", c.SLOTTFT, c.SLOTPOT)
 }
 
 // robustFit is serving.Fit twice: the second time without the iterations

@@ -243,7 +243,7 @@ func (el *engineLab) contexts(ctx context.Context, r *reports.Report) error {
 
 // prefill measures prefill throughput against the chunk size: 16 prompts
 // of a window less 4, one output token each, so every iteration prefills.
-func (el *engineLab) prefill(ctx context.Context, r *reports.Report) error {
+func (el *engineLab) prefill(ctx context.Context, r *reports.Report) (float64, error) {
 	P := el.mcfg.Block - 4
 	t := r.AddTable(fmt.Sprintf("Prefill throughput against chunk size: 16 prompts of %d tokens", P),
 		reports.Int("chunk (tokens)"), reports.Float("prefill tok/s", 0), reports.Int("iterations"))
@@ -255,7 +255,7 @@ func (el *engineLab) prefill(ctx context.Context, r *reports.Report) error {
 		for range el.cfg.Repeats {
 			e, err := el.engine(engine.Config{Policy: "continuous", MaxSeqs: 16, MaxTokens: chunk, Chunked: true})
 			if err != nil {
-				return err
+				return 0, err
 			}
 			for range 16 {
 				q := engine.Request{MaxTokens: 1, Prompt: make([]int32, P)}
@@ -263,12 +263,12 @@ func (el *engineLab) prefill(ctx context.Context, r *reports.Report) error {
 					q.Prompt[i] = int32(rng.IntN(el.mcfg.Vocab))
 				}
 				if _, err := e.Add(q); err != nil {
-					return err
+					return 0, err
 				}
 			}
 			t0 := time.Now()
 			if err := drain(ctx, e); err != nil {
-				return err
+				return 0, err
 			}
 			if v := float64(16*P) / time.Since(t0).Seconds(); v > tps {
 				tps = v
@@ -280,5 +280,5 @@ func (el *engineLab) prefill(ctx context.Context, r *reports.Report) error {
 		bestTPS = max(bestTPS, tps)
 	}
 	r.Metric("prefill_tokens_per_s", bestTPS)
-	return nil
+	return bestTPS, nil
 }

@@ -36,15 +36,15 @@ type engineConfig struct {
 	Chunks     []int         `set:"chunks" help:"prefill chunk sizes (tokens per iteration)"`
 	Repeats    int           `set:"repeats" help:"timed repetitions of each throughput point (best kept)"`
 	Requests   int           `set:"requests" help:"requests per latency run"`
-	Loads      []float64     `set:"loads" help:"arrival rates as fractions of the measured batch-32 decode capacity"`
+	Loads      []float64     `set:"loads" help:"arrival rates as fractions of the engine's measured capacity"`
 	PromptLens string        `set:"prompt-lens" help:"latency runs' prompt lengths (serving's forms)"`
 	OutputLens string        `set:"output-lens" help:"latency runs' output lengths"`
 	BlockSize  int           `set:"block-size" help:"tokens per KV block"`
 	Blocks     int           `set:"blocks" help:"device blocks in the KV pool"`
 	MaxSeqs    int           `set:"max-seqs" help:"continuous: sequences running at once; fixed: the batch"`
 	MaxTokens  int           `set:"max-tokens" help:"continuous: tokens per iteration (chunked prefill)"`
-	SLOTTFT    time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 25 batch-32 decode steps)"`
-	SLOTPOT    time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 batch-32 decode steps)"`
+	SLOTTFT    time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 25 mixed iterations, see the report)"`
+	SLOTPOT    time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 mixed iterations)"`
 	Threads    int           `set:"threads" help:"PyTorch's threads (the engine runs on one)"`
 }
 
@@ -82,7 +82,7 @@ func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*report
 		return nil, err
 	}
 	r := reports.New("serving-engine", "Serving on the real model: the paged-KV engine under serving's schedulers")
-	var step32 float64
+	var step32, prefillTPS float64
 	for _, s := range []struct {
 		name string
 		run  func() error
@@ -90,8 +90,8 @@ func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*report
 		{"correctness", func() error { return el.correctness(ctx, r) }},
 		{"decode", func() (err error) { step32, err = el.decode(ctx, r); return err }},
 		{"contexts", func() error { return el.contexts(ctx, r) }},
-		{"prefill", func() error { return el.prefill(ctx, r) }},
-		{"latency", func() error { return el.latency(ctx, r, step32) }},
+		{"prefill", func() (err error) { prefillTPS, err = el.prefill(ctx, r); return err }},
+		{"latency", func() error { return el.latency(ctx, r, step32, prefillTPS) }},
 	} {
 		t0 := time.Now()
 		if err := s.run(); err != nil {
