@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	"gptlab/engine"
 	"gptlab/experiments/lab"
@@ -22,13 +21,14 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 	// A mixed iteration: a batch-32 decode and a full chunk of prefill.
 	iter := step32 + float64(cfg.MaxTokens)/prefillTPS
 	slo := serving.SLO{TTFT: cfg.SLOTTFT.Seconds(), TPOT: cfg.SLOTPOT.Seconds()}
+	// Derived limits stay 0 in the config (they are timings, not
+	// settings: the config line must not change from run to run); the
+	// goodput table names the values used.
 	if slo.TTFT == 0 {
 		slo.TTFT = 25 * iter
-		cfg.SLOTTFT = time.Duration(slo.TTFT * 1e9).Round(time.Microsecond)
 	}
 	if slo.TPOT == 0 {
 		slo.TPOT = 3 * iter
-		cfg.SLOTPOT = time.Duration(slo.TPOT * 1e9).Round(time.Microsecond)
 	}
 	meanOut := float64(el.output.Lo+el.output.Hi) / 2
 	meanPrompt := float64(el.prompt.Lo+el.prompt.Hi) / 2
@@ -179,15 +179,18 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 			peak = i
 		}
 	}
-	gt.Note("Goodput: completed requests a second meeting both SLOs (vLLM's definition); the SLOs are %s. The simulator's columns run the same requests with the cost model fitted above.", sloNote(el.cfg))
+	gt.Note("Goodput: completed requests a second meeting both SLOs (vLLM's definition); the SLOs are %s. The simulator's columns run the same requests with the cost model fitted above.", sloNote(el.cfg, iter))
 	g := ratio(pts[peak].cont.Goodput, pts[peak].fixed.Goodput)
 	r.Metric("goodput_ratio_continuous_vs_fixed", g)
 	r.TimedCheck("continuous at least 2x fixed goodput at fixed's peak rate", g >= 2, "%.2fx at %.0f req/s (fixed %.1f, continuous %.1f req/s)", g, pts[peak].rate, pts[peak].fixed.Goodput, pts[peak].cont.Goodput)
 	return nil
 }
 
-func sloNote(c *engineConfig) string {
-	return fmt.Sprintf("--set slo-ttft=%v slo-tpot=%v (by default 25 and 3 iterations of a batch-32 decode and a full prefill chunk, scaled to this machine)", c.SLOTTFT, c.SLOTPOT)
+func sloNote(c *engineConfig, iter float64) string {
+	if c.SLOTTFT == 0 || c.SLOTPOT == 0 {
+		return fmt.Sprintf("25 and 3 (where --set slo-ttft, slo-tpot are 0) mixed iterations of %.0f µs: a batch-32 decode and a full prefill chunk, as measured on this machine", 1e6*iter)
+	}
+	return fmt.Sprintf("--set slo-ttft=%v slo-tpot=%v", c.SLOTTFT, c.SLOTPOT)
 }
 
 // robustFit is serving.Fit twice: the second time without the iterations
