@@ -12,6 +12,7 @@ import (
 	"gptlab/experiments/quantize"
 	"gptlab/experiments/reuse"
 	"gptlab/experiments/serving"
+	"gptlab/experiments/servingengine"
 	"gptlab/experiments/tensorparallel"
 )
 
@@ -28,7 +29,7 @@ var labs = []*lab.Lab{
 	dataparallel.Lab,
 	tensorparallel.Lab,
 	serving.Lab,
-	lab.Planned("serving-engine", "one serving policy on the real model"),
+	servingengine.Lab,
 }
 
 // Labs returns every lab in the design's order, built or not.
