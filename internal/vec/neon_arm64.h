@@ -15,6 +15,7 @@
 #define FCMEQ4(d, n, m) WORD $(0x4E20E400 | ((m)<<16) | ((n)<<5) | (d)) // d = n == m ? ones : 0
 #define FCMLTZ4(d, n)   WORD $(0x4EA0E800 | ((n)<<5) | (d))             // d = n < 0 ? ones : 0
 #define FABS4(d, n)     WORD $(0x4EA0F800 | ((n)<<5) | (d))
+#define FNEG4(d, n)     WORD $(0x6EA0F800 | ((n)<<5) | (d))
 
 // By element: m.S[i] as the second operand.
 #define FMULE(d, n, m, i) WORD $(0x4F809000 | (((i)&1)<<21) | ((m)<<16) | (((i)>>1)<<11) | ((n)<<5) | (d))
