@@ -107,7 +107,7 @@ func runWorker(name string) int {
 	if ln, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
 		ln.Close()
 	}
-	blockingTCP = os.Getenv("TEST_TCP_ENGINE") == "blocking"
+	useTCPEngine(os.Getenv("TEST_TCP_ENGINE"))
 	useShmDir(os.Getenv("TEST_DEV_SHM"))
 	goroutines, fds := runtime.NumGoroutine(), openFDs()
 	c, err := Join(context.Background(), env, Options{Transport: os.Getenv("TEST_TRANSPORT"), ChunkBytes: atoiEnv("TEST_CHUNK")})

@@ -3,6 +3,7 @@ package parallel
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,13 @@ type ring struct {
 	path       string // the file while it is still linked
 }
 
-func ringSize() int { return shmRingHeader + shmSlots*(shmSlotHeader+shmSlotBytes) }
+// unlink removes the ring's file, if it is still linked.
+func (r *ring) unlink() {
+	if r != nil && r.path != "" {
+		os.Remove(r.path)
+		r.path = ""
+	}
+}
 
 func (r *ring) slot(i uint64) []byte {
 	off := shmRingHeader + int(i%shmSlots)*(shmSlotHeader+shmSlotBytes)

@@ -42,6 +42,8 @@ func hostID() string {
 	return fmt.Sprintf("%s/%s/%d:%d", h, strings.TrimSpace(string(boot)), st.Dev, st.Ino)
 }
 
+func ringSize() int { return shmRingHeader + shmSlots*(shmSlotHeader+shmSlotBytes) }
+
 func mapRing(path string, create bool) (*ring, error) {
 	flag := os.O_RDWR
 	if create {
@@ -80,13 +82,6 @@ func mapRing(path string, create bool) (*ring, error) {
 		return nil, fmt.Errorf("%s: not a ring of this version", path)
 	}
 	return r, nil
-}
-
-func (r *ring) unlink() {
-	if r != nil && r.path != "" {
-		os.Remove(r.path)
-		r.path = ""
-	}
 }
 
 func (r *ring) unmap() {

@@ -24,5 +24,4 @@ func mapRing(path string, create bool) (*ring, error) {
 	return nil, fmt.Errorf("%s: shared memory: %w", path, ErrUnsupported)
 }
 
-func (r *ring) unlink() {}
-func (r *ring) unmap()  {}
+func (r *ring) unmap() {}

@@ -22,3 +22,6 @@ func pdeathsigOff() {}
 
 // useShmDir: Windows has no rings.
 func useShmDir(string) {}
+
+// useTCPEngine: Windows always runs the blocking engine.
+func useTCPEngine(string) {}

@@ -42,13 +42,10 @@ type tcpRing struct {
 	// after its checksum was computed (tests of the receiver's checks).
 	corrupt int
 
+	//lint:ignore U1000 the polling engine's (tcp_poll.go, Unix only); Windows runs the blocking one
 	nextFD, prevFD int  // the links' descriptors (non-blocking; the polling engine)
 	blocking       bool // run with the blocking engine (tcp_block.go)
 }
-
-// blockingTCP makes every link use the blocking engine, as on Windows
-// (tests set it to run that engine on Unix).
-var blockingTCP = false
 
 func (c *Comm) setupTCP(ctx context.Context, p peersMsg, ln net.Listener) (transport, error) {
 	t := &tcpRing{c: c, nextRank: (c.rank + 1) % c.size, prevRank: (c.rank + c.size - 1) % c.size}
@@ -192,7 +189,6 @@ type frameOut struct {
 	hdr    [headerLen]byte
 	pay    []byte
 	trl    [trailerLen]byte
-	off    int    // bytes of the frame written
 	sum    uint32 // checksum of what was written, or of it all once sealed
 	sealed bool   // the trailer holds the checksum
 }

@@ -20,6 +20,17 @@ import (
 // off (spin, yield, nap). No goroutine hand-off, no poller wake-up on the
 // path of a frame; frames flow both ways at once.
 
+// blockingTCP makes every link use the blocking engine, as on Windows
+// (tests set it to run that engine on Unix).
+var blockingTCP = false
+
+// pollOut is the frame being written to the next rank, and how much of it
+// has been written.
+type pollOut struct {
+	frameOut
+	off int // bytes of the frame written
+}
+
 // frameIn is the frame being read from the previous rank.
 type frameIn struct {
 	active  bool
@@ -33,7 +44,7 @@ type frameIn struct {
 
 func (t *tcpRing) runPoll(o *op, pl *plan) error {
 	c := t.c
-	var out frameOut
+	var out pollOut
 	var in frameIn
 	si, ri := 0, 0
 	var w backoff
@@ -41,7 +52,8 @@ func (t *tcpRing) runPoll(o *op, pl *plan) error {
 		moved := false
 		if si < len(pl.sends) && (out.active || pl.sends[si].after <= ri) {
 			if !out.active {
-				t.startSend(o, &pl.sends[si], &out)
+				t.startSend(o, &pl.sends[si], &out.frameOut)
+				out.off = 0
 			}
 			n, err := t.push(&out)
 			if err != nil {
@@ -103,7 +115,7 @@ func (t *tcpRing) runPoll(o *op, pl *plan) error {
 }
 
 // push writes what the socket takes of the frame; n is the bytes written.
-func (t *tcpRing) push(out *frameOut) (int, error) {
+func (t *tcpRing) push(out *pollOut) (int, error) {
 	trl := out.trl[:0]
 	if out.sealed {
 		trl = out.trl[:]

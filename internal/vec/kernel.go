@@ -3,28 +3,32 @@ package vec
 import "strings"
 
 // Kernel names the code the package's ops run on this machine: "avx2"
-// when every family (basic, GELU, LayerNorm, softmax) runs its AVX2
-// kernels, "go" when none does, else each family's.
+// (amd64) or "neon" (arm64) when every family (basic, GELU, LayerNorm,
+// softmax) runs that build's kernels, "go" when none does, else each
+// family's ("basic go, gelu neon, ..."; arm64 has no kernels of the basic
+// ops).
 func Kernel() string {
-	fam := []struct {
-		name string
-		avx2 bool
-	}{{"basic", basicAVX2}, {"gelu", geluBest.name == "avx2"}, {"norm", normAVX2}, {"softmax", softmaxAVX2}}
-	all, none := true, true
-	var parts []string
-	for _, f := range fam {
-		all, none = all && f.avx2, none && !f.avx2
-		k := "go"
-		if f.avx2 {
-			k = "avx2"
+	name := func(asm bool) string {
+		if asm {
+			return asmName
 		}
-		parts = append(parts, f.name+" "+k)
-	}
-	switch {
-	case all:
-		return "avx2"
-	case none:
 		return "go"
+	}
+	basic := "go"
+	if basicAVX2 {
+		basic = "avx2"
+	}
+	fam := []struct{ name, kernel string }{
+		{"basic", basic}, {"gelu", geluBest.name}, {"norm", name(normAsm)}, {"softmax", name(softmaxAsm)},
+	}
+	parts := make([]string, len(fam))
+	same := true
+	for i, f := range fam {
+		parts[i] = f.name + " " + f.kernel
+		same = same && f.kernel == fam[0].kernel
+	}
+	if same {
+		return fam[0].kernel
 	}
 	return strings.Join(parts, ", ")
 }

@@ -3,29 +3,30 @@ package vec
 import "fmt"
 
 // This file holds the LayerNorm row primitives and their pure-Go
-// fallbacks (the ...Go functions). Where normAVX2 is set (norm_amd64.go)
-// the primitives call the AVX2 kernels (the ...AVX2 functions,
-// norm_amd64.s) directly, for the whole vectors, and the fallbacks for the
-// rest; a call level fewer saved about a fifth of a 128-float row's time. A row has C = len(x) channels; the
+// fallbacks (the ...Go functions). Where normAsm is set (norm_amd64.go,
+// norm_arm64.go) the primitives call this build's kernels (the ...Asm
+// functions: AVX2 in norm_amd64.s, NEON in norm_arm64.s) for the whole
+// vectors, and the fallbacks for the rest; a call level fewer saved about
+// a fifth of a 128-float row's time. A row has C = len(x) channels; the
 // statistics are accumulated in float64 from exactly widened float32s.
 //
 // The elementwise ops (LNRow, LNGradXRow, LNGradWAccum) perform, element
 // by element, the IEEE operations of their doc comments in that order,
-// each rounded, in both the AVX2 kernels (norm_amd64.s) and the Go code,
-// so the two give bitwise the same results (a NaN stays a NaN; its payload
-// may differ). Every product the Go code adds to or subtracts from
-// something is wrapped in an explicit conversion: without it the compiler
-// may fuse x*y+z into an FMA (it does under GOAMD64=v3), which rounds once
-// instead of twice.
+// each rounded, in the kernels and in the Go code, so they give bitwise
+// the same results (a NaN stays a NaN; its payload may differ). Every
+// product the Go code adds to or subtracts from something is wrapped in an
+// explicit conversion: without it the compiler may fuse x*y+z into an FMA
+// (it does under GOAMD64=v3, and on arm64), which rounds once instead of
+// twice.
 //
 // The sums (Moments, LNGradSums) keep L float64 lanes per sum (L = 16 for
 // Moments, 8 for LNGradSums): element j of each whole L-element chunk goes
 // to lane j, then each remaining whole group of 4 to lanes 0-3; the lane
 // groups A0, A1, ... of 4 are combined as (A0+A1)+(A2+A3) (or A0+A1), the
 // four results v0..v3 as (v0+v2)+(v1+v3), and the last len%4 elements are
-// added to that in order. The AVX2 kernels do the same additions, so the
-// sums too are bitwise equal on both paths, and depend only on the data
-// and its length.
+// added to that in order. The kernels do the same additions, so the sums
+// too are bitwise equal on every path, and depend only on the data and its
+// length.
 //
 // Aliasing: an output may be the same slice as an input where the doc
 // comment says so (element for element); partial overlaps are not
@@ -34,8 +35,8 @@ import "fmt"
 // Moments returns Σx and Σx² in float64 (see the summation order above).
 func Moments(x []float32) (s, ss float64) {
 	n4 := len(x) &^ 3
-	if normAVX2 && n4 > 0 {
-		s, ss = momentsAVX2(&x[0], n4)
+	if normAsm && n4 > 0 {
+		s, ss = momentsAsm(&x[0], n4)
 	} else {
 		s, ss = momentsGo(x[:n4])
 	}
@@ -56,8 +57,8 @@ func LNGradSums(x, w, dy []float32) (sx, sxx, sg, sgx float64) {
 		panic(fmt.Sprintf("vec.LNGradSums: len(w) = %d, len(dy) = %d, want >= len(x) = %d", len(w), len(dy), len(x)))
 	}
 	n4 := len(x) &^ 3
-	if normAVX2 && n4 > 0 {
-		sx, sxx, sg, sgx = lnGradSumsAVX2(&x[0], &w[0], &dy[0], n4)
+	if normAsm && n4 > 0 {
+		sx, sxx, sg, sgx = lnGradSumsAsm(&x[0], &w[0], &dy[0], n4)
 	} else {
 		sx, sxx, sg, sgx = lnGradSumsGo(x[:n4], w[:n4], dy[:n4])
 	}
@@ -80,9 +81,9 @@ func LNRow(y, x, w, b []float32, mean, rstd float64) {
 		panic(fmt.Sprintf("vec.LNRow: len(x) = %d, len(w) = %d, len(b) = %d, want >= len(y) = %d", len(x), len(w), len(b), n))
 	}
 	m := 0 // elements done by the kernel: whole vectors of 8
-	if normAVX2 && n >= 8 {
+	if normAsm && n >= 8 {
 		m = n &^ 7
-		lnRowAVX2(&y[0], &x[0], &w[0], &b[0], m, mean, rstd)
+		lnRowAsm(&y[0], &x[0], &w[0], &b[0], m, mean, rstd)
 	}
 	if m < n {
 		lnRowGo(y[m:n], x[m:n], w[m:n], b[m:n], mean, rstd)
@@ -100,9 +101,9 @@ func LNGradXRow(dx, x, w, dy []float32, mean, rstd, sg, sgx float64) {
 		panic(fmt.Sprintf("vec.LNGradXRow: len(x) = %d, len(w) = %d, len(dy) = %d, want >= len(dx) = %d", len(x), len(w), len(dy), n))
 	}
 	m := 0 // elements done by the kernel: whole vectors of 8
-	if normAVX2 && n >= 8 {
+	if normAsm && n >= 8 {
 		m = n &^ 7
-		lnGradXRowAVX2(&dx[0], &x[0], &w[0], &dy[0], m, mean, rstd, sg, sgx)
+		lnGradXRowAsm(&dx[0], &x[0], &w[0], &dy[0], m, mean, rstd, sg, sgx)
 	}
 	if m < n {
 		lnGradXRowGo(dx[m:n], x[m:n], w[m:n], dy[m:n], mean, rstd, sg, sgx)
@@ -119,9 +120,9 @@ func LNGradWAccum(acc []float64, x, dy []float32, mean, rstd float64) {
 		panic(fmt.Sprintf("vec.LNGradWAccum: len(x) = %d, len(dy) = %d, want >= len(acc) = %d", len(x), len(dy), n))
 	}
 	m := 0 // elements done by the kernel: whole vectors of 8
-	if normAVX2 && n >= 8 {
+	if normAsm && n >= 8 {
 		m = n &^ 7
-		lnGradWAccumAVX2(&acc[0], &x[0], &dy[0], m, mean, rstd)
+		lnGradWAccumAsm(&acc[0], &x[0], &dy[0], m, mean, rstd)
 	}
 	if m < n {
 		lnGradWAccumGo(acc[m:n], x[m:n], dy[m:n], mean, rstd)

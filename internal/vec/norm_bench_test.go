@@ -36,9 +36,9 @@ func BenchmarkNormRow(b *testing.B) {
 			for _, path := range []string{"asm", "go"} {
 				b.Run(op.name+"/"+path+"/n="+strconv.Itoa(n), func(b *testing.B) {
 					if path == "go" {
-						old := normAVX2
-						normAVX2 = false
-						defer func() { normAVX2 = old }()
+						old := normAsm
+						normAsm = false
+						defer func() { normAsm = old }()
 					}
 					b.ReportAllocs()
 					b.SetBytes(int64(4 * n))

@@ -89,9 +89,9 @@ func same64(a, b float64) bool {
 
 // withFallback runs f with the assembly kernels switched off.
 func withFallback(f func()) {
-	old := normAVX2
-	normAVX2 = false
-	defer func() { normAVX2 = old }()
+	old := normAsm
+	normAsm = false
+	defer func() { normAsm = old }()
 	f()
 }
 

@@ -2,12 +2,57 @@
 
 package vec
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 //go:generate go run -C asm/softmax . -out ../../softmax_amd64.s -stubs ../../softmax_amd64_stubs.go -pkg vec
 
-// softmaxAVX2 reports whether the softmax row primitives (softmax.go) run
+// softmaxAsm reports whether the softmax row primitives (softmax.go) run
 // their AVX2+FMA kernels (softmax_amd64.s). x/sys/cpu reports AVX2 only
 // when the OS saves the YMM registers. Tests clear it to run the
 // fallbacks through the public API.
-var softmaxAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+var softmaxAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// expSumKernel runs expSumAVX2 over the whole vectors of x and the last
+// partial vector, padded with zeros in a stack copy, whose valid lanes it
+// adds to acc as the kernel would.
+func expSumKernel(y, x []float32, scale, shift float32, acc *[8]float64) {
+	n := len(x) &^ 7
+	var buf [8]float32
+	var tail *float32
+	if n < len(x) {
+		copy(buf[:], x[n:])
+		tail = &buf[0]
+	}
+	expSumAVX2(unsafe.SliceData(y), unsafe.SliceData(x), n, scale, shift, &acc[0], tail)
+	if n < len(x) {
+		copy(y[n:], buf[:])
+		for l, v := range buf[:len(x)-n] {
+			acc[l] += float64(v)
+		}
+	}
+}
+
+// maxAsm is maxAVX2 (n a multiple of 8).
+func maxAsm(x *float32, n int, m *float32) { maxAVX2(x, n, m) }
+
+// scaleAsm is scaleAVX2 (n a multiple of 8).
+func scaleAsm(y, x *float32, n int, a float32) { scaleAVX2(y, x, n, a) }
+
+// dotAsm is Dot on the AVX2 kernel, the last partial vector padded with
+// zeros in a stack copy.
+func dotAsm(a, b []float32) float64 {
+	n := len(a) &^ 7
+	var pa, pb *float32
+	if n < len(a) {
+		// Zero padding adds +0 to lane sums that are never -0.
+		var ab, bb [8]float32
+		copy(ab[:], a[n:])
+		copy(bb[:], b[n:])
+		pa, pb = &ab[0], &bb[0]
+	}
+	return dotAVX2(unsafe.SliceData(a), unsafe.SliceData(b), n, pa, pb)
+}

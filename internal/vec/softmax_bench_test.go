@@ -23,8 +23,8 @@ var (
 func smBench(b *testing.B, bytes int64, names []string, fns ...func()) {
 	for i, f := range fns {
 		b.Run(names[i], func(b *testing.B) {
-			if names[i] == "vec" && !smHasAVX2 {
-				b.Skip("no AVX2+FMA kernels on this CPU/build")
+			if names[i] == "vec" && !smHasAsm {
+				b.Skip("no assembly kernels on this CPU/build")
 			}
 			b.ReportAllocs()
 			b.SetBytes(bytes)
@@ -80,10 +80,10 @@ func BenchmarkDot(b *testing.B) {
 			smBench(b, int64(8*n), smNames,
 				func() { smSink64 = Dot(x, y) },
 				func() {
-					saved := softmaxAVX2
-					softmaxAVX2 = false
+					saved := softmaxAsm
+					softmaxAsm = false
 					smSink64 = Dot(x, y)
-					softmaxAVX2 = saved
+					softmaxAsm = saved
 				},
 				func() {
 					s := 0.0
@@ -103,10 +103,10 @@ func BenchmarkMax(b *testing.B) {
 			smBench(b, int64(4*n), smNames,
 				func() { smSink32 = Max(x) },
 				func() {
-					saved := softmaxAVX2
-					softmaxAVX2 = false
+					saved := softmaxAsm
+					softmaxAsm = false
 					smSink32 = Max(x)
-					softmaxAVX2 = saved
+					softmaxAsm = saved
 				},
 				func() {
 					m := x[0]

@@ -10,23 +10,23 @@ import (
 )
 
 // smImpls are the implementations the tests run through the public API:
-// the AVX2 kernels (when this CPU and build have them) and the fallbacks.
+// this build's kernels (when this CPU has them) and the fallbacks.
 func smImpls() []string {
-	if smHasAVX2 {
-		return []string{"avx2", "go"}
+	if smHasAsm {
+		return []string{asmName, "go"}
 	}
 	return []string{"go"}
 }
 
-// smHasAVX2 is softmaxAVX2 as the package initialised it.
-var smHasAVX2 = softmaxAVX2
+// smHasAsm is softmaxAsm as the package initialised it.
+var smHasAsm = softmaxAsm
 
-// smWith runs f with the kernels on (impl "avx2", if this CPU and build
+// smWith runs f with the kernels on (impl asmName, if this CPU and build
 // have them) or off ("go").
 func smWith(impl string, f func()) {
-	saved := softmaxAVX2
-	softmaxAVX2 = impl == "avx2" && smHasAVX2
-	defer func() { softmaxAVX2 = saved }()
+	saved := softmaxAsm
+	softmaxAsm = impl == asmName && smHasAsm
+	defer func() { softmaxAsm = saved }()
 	f()
 }
 
@@ -135,8 +135,8 @@ func TestExpSumLengths(t *testing.T) {
 }
 
 func TestExpSumImplsAgree(t *testing.T) {
-	if !smHasAVX2 {
-		t.Skip("no AVX2+FMA kernels on this CPU/build")
+	if !smHasAsm {
+		t.Skip("no assembly kernels on this CPU/build")
 	}
 	for _, n := range []int{7, 64, 65, 1000, 4099} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
@@ -150,9 +150,9 @@ func TestExpSumImplsAgree(t *testing.T) {
 			scale, shift := float32(0.7), float32(-0.3)
 			ya, yg := make([]float32, n), make([]float32, n)
 			var sa, sg float64
-			smWith("avx2", func() { sa = ExpSum(ya, x, scale, shift) })
+			smWith(asmName, func() { sa = ExpSum(ya, x, scale, shift) })
 			smWith("go", func() { sg = ExpSum(yg, x, scale, shift) })
-			checkSame(t, "avx2 vs go", ya, yg)
+			checkSame(t, asmName+" vs go", ya, yg)
 			if !sameF64(sa, sg) {
 				t.Errorf("ExpSum sum: avx2 %v, go %v", sa, sg)
 			}
@@ -164,17 +164,17 @@ func TestExpSumImplsAgree(t *testing.T) {
 // (both signs: normal, denormal, huge, Inf and NaN) through both
 // implementations and wants the same bits.
 func TestExpSumImplsAgreeEverywhere(t *testing.T) {
-	if !smHasAVX2 {
-		t.Skip("no AVX2+FMA kernels on this CPU/build")
+	if !smHasAsm {
+		t.Skip("no assembly kernels on this CPU/build")
 	}
 	var x []float32
 	for b := uint64(0); b < 1<<32; b += 4099 {
 		x = append(x, math.Float32frombits(uint32(b)))
 	}
 	ya, yg := make([]float32, len(x)), make([]float32, len(x))
-	smWith("avx2", func() { ExpSum(ya, x, 1, 0) })
+	smWith(asmName, func() { ExpSum(ya, x, 1, 0) })
 	smWith("go", func() { ExpSum(yg, x, 1, 0) })
-	checkSame(t, "avx2 vs go over all float32", ya, yg)
+	checkSame(t, asmName+" vs go over all float32", ya, yg)
 }
 
 func TestExpSumSpecialValues(t *testing.T) {
@@ -314,8 +314,8 @@ func TestMax(t *testing.T) {
 }
 
 func TestMaxImplsAgreeOnZeros(t *testing.T) {
-	if !smHasAVX2 {
-		t.Skip("no AVX2+FMA kernels on this CPU/build")
+	if !smHasAsm {
+		t.Skip("no assembly kernels on this CPU/build")
 	}
 	negZero := float32(math.Copysign(0, -1))
 	r := basicRand(3)
@@ -327,7 +327,7 @@ func TestMaxImplsAgreeOnZeros(t *testing.T) {
 			}
 		}
 		var a, g float32
-		smWith("avx2", func() { a = Max(x) })
+		smWith(asmName, func() { a = Max(x) })
 		smWith("go", func() { g = Max(x) })
 		if a != 0 || math.Float32bits(a) != math.Float32bits(g) {
 			t.Errorf("Max of ±0 (len %d): avx2 %#x, go %#x, want equal zeros", n, math.Float32bits(a), math.Float32bits(g))
@@ -394,8 +394,8 @@ func TestDot(t *testing.T) {
 					t.Errorf("%s: Dot(len %d) = %v, exact %v", impl, n, g, exact)
 				}
 			}
-			if len(got) == 2 && got["avx2"] != got["go"] {
-				t.Errorf("Dot(len %d): avx2 %v != go %v", n, got["avx2"], got["go"])
+			if len(got) == 2 && got[asmName] != got["go"] {
+				t.Errorf("Dot(len %d): %s %v != go %v", n, asmName, got[asmName], got["go"])
 			}
 		})
 	}
