@@ -124,7 +124,7 @@ func precisionReport(cfg *precisionConfig, tc models.TrainConfig, runs []*policy
 	if err != nil {
 		return nil, err
 	}
-	r.AddFigure("loss", lp, 16*vg.Centimeter, 10*vg.Centimeter)
+	r.AddPanels("loss", lp, 2, 24*vg.Centimeter, 16*vg.Centimeter)
 	dp, err := lossDeltaPlot(runs)
 	if err != nil {
 		return nil, err
@@ -398,13 +398,14 @@ var policyColors = []color.RGBA{{R: 40, G: 40, B: 40, A: 255}, {R: 220, G: 90, B
 	{R: 70, G: 130, B: 180, A: 255}, {R: 150, G: 60, B: 160, A: 255}}
 
 // precisionLossPlot draws every policy's training loss (moving average)
-// and validation loss.
-func precisionLossPlot(runs []*policyRun) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "Loss under each precision policy (same seed, same batches)"
-	p.X.Label.Text = "step"
-	p.Y.Label.Text = "loss (nats/char)"
+// and validation loss, a panel each (small multiples on shared axes).
+func precisionLossPlot(runs []*policyRun) ([]*plot.Plot, error) {
+	var panels []*plot.Plot
 	for i, run := range runs {
+		p := plot.New()
+		p.Title.Text = run.name() + " (same seed, same batches)"
+		p.X.Label.Text = "step"
+		p.Y.Label.Text = "loss (nats/char)"
 		train, _ := lab.MovingAverage(run.tr.Losses)
 		val := make(plotter.XYs, len(run.tr.History))
 		for j, pt := range run.tr.History {
@@ -422,12 +423,13 @@ func precisionLossPlot(runs []*policyRun) (*plot.Plot, error) {
 		l.Width = vg.Points(0.5)
 		vl.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 		p.Add(l, vl, vp)
-		p.Legend.Add(run.name()+" train", l)
-		p.Legend.Add(run.name()+" val", vl, vp)
+		p.Legend.Add("train", l)
+		p.Legend.Add("val", vl, vp)
+		p.Legend.TextStyle.Font.Size = vg.Points(8)
+		p.Add(plotter.NewGrid())
+		panels = append(panels, p)
 	}
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	return p, nil
+	return panels, nil
 }
 
 // lossDeltaPlot draws each 16-bit policy's validation loss less f32's at
