@@ -17,10 +17,6 @@ import (
 // that never sit on one another or on a point (Labels), and small
 // multiples, one panel per series group on shared axes (AddPanels).
 
-// MaxSeries is the most series a single plot should hold; more go into
-// panels (AddPanels).
-const MaxSeries = 4
-
 // Labels returns a plotter naming points: labels of points closer than a
 // few points on the canvas merge into one ("every:1 = sqrt"), and each is
 // put at the first place beside its point (right, left, above, below, then
