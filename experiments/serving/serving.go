@@ -731,15 +731,14 @@ func (sl *servingLab) speed(ctx context.Context, r *reports.Report) error {
 	r.Metric("sim_requests_per_s", last)
 	// The targets are decided over rounds (lab.RatioTarget), each a run of
 	// the sizes the check compares.
-	// The linear check's rounds run the smallest size and the largest up to
-	// speedRoundMax requests (a round of a million would take a minute);
-	// their runs of the larger are the first rounds of the million check.
-	small, big := sizes[0], sizes[len(sizes)-1]
-	for i := len(sizes) - 1; i > 0 && big > speedRoundMax; i-- {
-		big = sizes[i-1]
-	}
+	// The rounds run speedRoundMax requests (or the largest size, if
+	// smaller) and a tenth of that: a round of a million would take a
+	// minute. Their runs of the larger are the first rounds of the million
+	// check, which scales their time to a million.
+	big := min(sizes[len(sizes)-1], speedRoundMax)
+	small := big / 10
 	var perMillion []float64
-	if len(rates) > 1 {
+	if small >= 100 {
 		linear := lab.RatioTarget{Target: 3, Budget: speedTimedBudget}
 		tm, err := linear.Sample(ctx, nil, func() (float64, error) {
 			a, err := sl.simulateOnce(ctx, small, budget)
@@ -773,7 +772,7 @@ func (sl *servingLab) speed(ctx context.Context, r *reports.Report) error {
 // past its first ten; speedRoundMax is the most requests a round runs.
 const (
 	speedTimedBudget = 10 * time.Second
-	speedRoundMax    = 100_000
+	speedRoundMax    = 20_000
 )
 
 // simulateOnce runs k requests at 10 req/s on budget blocks, from a
