@@ -71,11 +71,10 @@ func TestTextBoxesOverlap(t *testing.T) {
 	}
 }
 
-// TestFiguresNoOverlappingText: in every figure of every lab's --quick
+// figuresNoOverlappingText: in every figure of every lab's --quick
 // report, no text box covers another by more than a point (titles, ticks,
 // axis labels, legends and point labels alike).
-func TestFiguresNoOverlappingText(t *testing.T) {
-	dir := gateOutDir(t)
+func figuresNoOverlappingText(t *testing.T, dir string) {
 	svgs, _ := filepath.Glob(filepath.Join(dir, "*", "*.svg"))
 	if len(svgs) == 0 {
 		t.Fatal("no figures written")

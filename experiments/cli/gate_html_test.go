@@ -36,11 +36,20 @@ func gateOutDir(t *testing.T) string {
 	return dir
 }
 
-// TestGateHTMLSelfContained: report.html fetches nothing and runs
+// TestGateHTMLOut writes the quick gate's --out once and checks it:
+// report.html self-contained, as Chromium renders it, and the figures'
+// text apart.
+func TestGateHTMLOut(t *testing.T) {
+	dir := gateOutDir(t)
+	t.Run("self-contained", func(t *testing.T) { gateHTMLSelfContained(t, dir) })
+	t.Run("chromium", func(t *testing.T) { gateHTMLInChromium(t, dir) })
+	t.Run("figures", func(t *testing.T) { figuresNoOverlappingText(t, dir) })
+}
+
+// gateHTMLSelfContained: report.html fetches nothing and runs
 // nothing: no script, no external address, every figure inline, a
 // section per artifact and every lab's checks.
-func TestGateHTMLSelfContained(t *testing.T) {
-	dir := gateOutDir(t)
+func gateHTMLSelfContained(t *testing.T, dir string) {
 	data, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	if err != nil {
 		t.Fatal(err)
@@ -94,15 +103,14 @@ var (
 	tableCell     = regexp.MustCompile(`(?s)<td[^>]*>(.*?)</td>`)
 )
 
-// TestGateHTMLInChromium opens report.html in headless Chromium, reads the
+// gateHTMLInChromium opens report.html in headless Chromium, reads the
 // artifact table's verdicts and figures back from the rendered DOM, and
 // checks them against report.json; a screenshot is kept beside them.
-func TestGateHTMLInChromium(t *testing.T) {
+func gateHTMLInChromium(t *testing.T, dir string) {
 	bin := chromium()
 	if bin == "" {
 		t.Skip("no chromium on PATH (apt-get install chromium; .ci/run installs it)")
 	}
-	dir := gateOutDir(t)
 	page := "file://" + filepath.Join(dir, "report.html")
 	run := func(args ...string) []byte {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
