@@ -1,10 +1,15 @@
 package reports
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -16,7 +21,13 @@ type Env struct {
 	CPU    string `json:"cpu"`
 	Cores  int    `json:"cores"`
 	Commit string `json:"commit"`
-	Time   string `json:"time"`
+	// Modified says whether the tree the binary was built from had
+	// uncommitted changes (Commit then ends in +dirty); null when unknown.
+	Modified *bool  `json:"modified"`
+	Time     string `json:"time"`
+	// Wall is the run's wall time in seconds (0: not measured, as for a
+	// command that is not a lab).
+	Wall float64 `json:"wall_s"`
 	// Kernels names the code chosen at run time for each component
 	// ("matmul": "sgemm/avx512", …), as NameKernel registered them.
 	Kernels Values `json:"kernels"`
@@ -44,6 +55,22 @@ func (e Env) summary() string {
 	return fmt.Sprintf("%s, %d cores, %s %s/%s", e.CPU, e.Cores, e.Go, e.OS, e.Arch)
 }
 
+// buildLine is the commit and the wall time: "commit 1a2b3c4 (modified),
+// 12.3 s".
+func (e Env) buildLine() string {
+	c := e.Commit
+	if base, dirty := strings.CutSuffix(c, "+dirty"); dirty {
+		c = base[:min(12, len(base))] + " (modified)"
+	} else if c != "unknown" {
+		c = c[:min(12, len(c))]
+	}
+	line := "commit " + c
+	if e.Wall > 0 {
+		line += fmt.Sprintf(", wall time %.1f s", e.Wall)
+	}
+	return line
+}
+
 // kernelLine is the kernels as one phrase: "matmul: sgemm/avx512, …".
 func (e Env) kernelLine() string {
 	var parts []string
@@ -68,19 +95,85 @@ func CurrentEnv() Env {
 	for _, k := range kernelNamers {
 		e.Kernels.Set(k.component, k.name())
 	}
+	e.Commit, e.Modified = buildCommit()
+	return e
+}
+
+// buildCommit is the commit the binary was built from and whether the tree
+// was modified: the VCS stamps of go build (runtime/debug.ReadBuildInfo),
+// else, where the build carries none (-buildvcs=false, go test), git asked
+// once in the gptlab module that holds the working directory, else unknown.
+var buildCommit = sync.OnceValues(func() (string, *bool) {
+	commit, modified := "unknown", (*bool)(nil)
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				e.Commit = s.Value
+				commit = s.Value
 			case "vcs.modified":
-				if s.Value == "true" && e.Commit != "unknown" {
-					e.Commit += "+dirty"
-				}
+				m := s.Value == "true"
+				modified = &m
 			}
 		}
 	}
-	return e
+	if commit == "unknown" {
+		commit, modified = gitCommit()
+	}
+	if modified != nil && *modified && commit != "unknown" {
+		commit += "+dirty"
+	}
+	return commit, modified
+})
+
+// gitCommit asks git for HEAD and for uncommitted changes to tracked files
+// in the gptlab module above the working directory (within two seconds;
+// nothing is written). Anything amiss gives unknown.
+func gitCommit() (string, *bool) {
+	root := moduleRoot()
+	if root == "" {
+		return "unknown", nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	git := func(args ...string) (string, bool) {
+		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", root}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0") // status takes no index lock
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err == nil
+	}
+	head, ok := git("rev-parse", "HEAD")
+	if !ok || len(head) < 7 || strings.Trim(head, "0123456789abcdef") != "" {
+		return "unknown", nil
+	}
+	status, ok := git("status", "--porcelain", "--untracked-files=no")
+	if !ok {
+		return head, nil
+	}
+	modified := status != ""
+	return head, &modified
+}
+
+// moduleRoot is the directory above the working directory whose go.mod
+// declares module gptlab, or "".
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			first, _, _ := strings.Cut(string(data), "\n")
+			if strings.TrimSpace(first) == "module gptlab" {
+				return dir
+			}
+			return ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
 }
 
 // cpuName is the processor's name as the system gives it (cpu_*.go:

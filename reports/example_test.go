@@ -1,6 +1,7 @@
 package reports_test
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -46,4 +47,27 @@ func ExampleReport_WriteText() {
 	// └─────────────────────────┴──────────────┘
 	//
 	// all 2 checks passed
+}
+
+func ExampleReport_TimedCheck() {
+	r := reports.New("checkpoint", "timed")
+	// The median of 23 rounds' step-time ratio and its 95% interval.
+	tm := reports.Timing{Target: 1.1, Median: 1.06, Low: 1.02, High: 1.13, Level: 0.95, Rounds: 23, Spread: 0.4, Unit: "x"}
+	fmt.Println(r.TimedCheck("long: selective at most 1.1x the step time", tm, "step time over none's"))
+	fmt.Println(r.Failed(), r.Outcome())
+	fmt.Println(r.Checks[0].Detail)
+	// Output:
+	// inconclusive
+	// false inconclusive
+	// step time over none's; median 1.060x, 95% interval 1.020x to 1.130x over 23 rounds (spread 40%), target at most 1.100x
+}
+
+func ExampleReadReport() {
+	r, err := reports.ReadReport([]byte(`{"lab": "reuse", "title": "saved", "checks": [{"name": "held", "pass": true, "verdict": "pass"}]}`))
+	fmt.Println(r.Lab, r.Outcome(), err)
+	_, err = reports.ReadReport([]byte(`{"lab": "reuse", "checks": [{"name": "held", "pass": true, "verdict": "fail"}]}`))
+	fmt.Println(err)
+	// Output:
+	// reuse pass <nil>
+	// reuse: check "held": pass true with verdict fail
 }

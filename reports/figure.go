@@ -2,7 +2,9 @@ package reports
 
 import (
 	"fmt"
+	"image/color"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 
@@ -16,8 +18,12 @@ import (
 // Figure is a plot a report carries; it is written as NAME.svg and NAME.png
 // under --out.
 type Figure struct {
-	Name          string // file name without extension
-	Plot          *plot.Plot
+	Name string // file name without extension
+	Plot *plot.Plot
+	// Panels, instead of Plot, are small multiples tiled in Cols columns
+	// (AddPanels).
+	Panels        []*plot.Plot
+	Cols          int
 	Width, Height vg.Length
 }
 
@@ -62,17 +68,48 @@ func (r *Report) WriteFigures(dir string) error {
 	}
 	for _, f := range r.figures {
 		svg := vgsvg.New(f.Width, f.Height)
-		f.Plot.Draw(draw.New(svg))
+		f.Draw(draw.New(svg))
 		if err := WriteFileAtomic(filepath.Join(dir, f.Name+".svg"), svg); err != nil {
 			return fmt.Errorf("figure %s: %w", f.Name, err)
 		}
-		png := vgimg.PngCanvas{Canvas: vgimg.New(f.Width, f.Height)}
-		f.Plot.Draw(draw.New(png))
+		// Sharp on a laptop screen: at least PNGWidth pixels wide.
+		dpi := max(96, math.Ceil(PNGWidth/float64(f.Width/vg.Inch)))
+		png := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(f.Width, f.Height), vgimg.UseDPI(int(dpi)),
+			vgimg.UseBackgroundColor(color.White))}
+		f.Draw(draw.New(png))
 		if err := WriteFileAtomic(filepath.Join(dir, f.Name+".png"), png); err != nil {
 			return fmt.Errorf("figure %s: %w", f.Name, err)
 		}
 	}
 	return nil
+}
+
+// PNGWidth is the fewest pixels across a figure's PNG.
+const PNGWidth = 1200
+
+// Draw draws the figure on c with its legend, if it has one, outside the
+// plotted area: in a column of its own at the right, top-aligned below the
+// title, so no entry covers the data. Drawing leaves the plot as it was.
+func (f Figure) Draw(c draw.Canvas) {
+	if len(f.Panels) > 0 {
+		f.drawPanels(c)
+		return
+	}
+	p := f.Plot
+	legend := p.Legend
+	box := legend.Rectangle(c)
+	if box.Size().Y <= 0 { // no entries
+		p.Draw(c)
+		return
+	}
+	pad := vg.Points(6)
+	w := box.Size().X + 2*pad
+	p.Legend = plot.NewLegend()
+	defer func() { p.Legend = legend }()
+	p.Draw(draw.Crop(c, 0, -w, 0, 0))
+	strip := draw.Crop(c, c.Size().X-w+pad, -pad, 0, -(p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding + pad))
+	legend.Left, legend.Top, legend.XOffs, legend.YOffs = true, true, 0, 0
+	legend.Draw(strip)
 }
 
 // bytesWriter writes a byte slice (io.WriterTo for WriteFileAtomic).

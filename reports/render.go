@@ -53,7 +53,7 @@ func (r *Report) writeText(w io.Writer, width int, top bool) error {
 		writeWrapped(w, "config: "+r.configLine(), width, 8)
 	}
 	if top && r.Env.CPU != "" {
-		writeWrapped(w, "env: "+r.Env.summary(), width, 5)
+		writeWrapped(w, "env: "+r.Env.summary()+"; "+r.Env.buildLine(), width, 5)
 		if r.Env.Kernels.Len() > 0 {
 			writeWrapped(w, "kernels: "+r.Env.kernelLine(), width, 9)
 		}
@@ -86,7 +86,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.Config.Len() > 0 {
 		fmt.Fprintf(w, "config: `%s`  \n", r.configLine())
 	}
-	fmt.Fprintf(w, "env: %s %s/%s, %s, %d cores, commit %s, %s", r.Env.Go, r.Env.OS, r.Env.Arch, r.Env.CPU, r.Env.Cores, r.Env.Commit, r.Env.Time)
+	fmt.Fprintf(w, "env: %s %s/%s, %s, %d cores, %s, %s", r.Env.Go, r.Env.OS, r.Env.Arch, r.Env.CPU, r.Env.Cores, r.Env.buildLine(), r.Env.Time)
 	if r.Env.Kernels.Len() > 0 {
 		fmt.Fprintf(w, "; kernels: %s", r.Env.kernelLine())
 	}
@@ -169,6 +169,7 @@ func (r *Report) writeCSV(cw *csv.Writer, prefix string) {
 	}
 	for _, c := range r.Checks {
 		cw.Write([]string{prefix + "checks", c.Name, "pass", Cell(c.Pass), ""})
+		cw.Write([]string{prefix + "checks", c.Name, "verdict", string(c.Outcome()), ""})
 	}
 }
 
@@ -201,8 +202,11 @@ func (r *Report) sections() []*Table {
 		for _, ch := range r.Checks {
 			res := "PASS"
 			var detail any = brief(ch.Detail)
-			if !ch.Pass {
+			switch ch.Outcome() {
+			case Fail:
 				res, detail = "FAIL", ch.Detail
+			case Inconclusive:
+				res, detail = "INCONCLUSIVE", ch.Detail
 			}
 			c.Rows = append(c.Rows, []any{ch.Name, res, detail})
 		}
@@ -253,15 +257,20 @@ func configCell(v any) string {
 }
 
 func (r *Report) verdict() string {
-	failed := 0
+	failed, unsure := 0, r.Inconclusive()
 	for _, c := range r.Checks {
-		if !c.Pass {
+		if c.Outcome() == Fail {
 			failed++
 		}
 	}
 	switch {
+	case failed > 0 && unsure > 0:
+		return fmt.Sprintf("%d of %s FAILED, %d INCONCLUSIVE", failed, Count(len(r.Checks), "check"), unsure)
 	case failed > 0:
 		return fmt.Sprintf("%d of %s FAILED", failed, Count(len(r.Checks), "check"))
+	case unsure > 0:
+		return fmt.Sprintf("%d of %s INCONCLUSIVE (timed: the noise hid the target), the rest passed",
+			unsure, Count(len(r.Checks), "check"))
 	case len(r.Checks) == 1:
 		return "the check passed"
 	}

@@ -54,10 +54,17 @@ type Check struct {
 	Pass   bool   `json:"pass"`
 	Detail string `json:"detail"`
 	// Timed marks a check decided by wall-clock time: a target that a
-	// slower or busier machine may miss while the code is right. The gate
-	// counts it like any other; the tests, which run beside each other on
-	// shared machines, log its misses instead (benchmarks measure speed).
+	// slower or busier machine may miss while the code is right. Its
+	// verdict comes from a statistic over rounds (Timing), so noise makes
+	// it inconclusive, never failed; the tests, which run beside each other
+	// on shared machines, log its misses instead (benchmarks measure speed).
 	Timed bool `json:"timed,omitempty"`
+	// Verdict is pass, fail or (a timed check only) inconclusive; Pass is
+	// true for pass alone.
+	Verdict Verdict `json:"verdict"`
+	// Timing is how a timed check was decided: its rounds, interval and
+	// target.
+	Timing *Timing `json:"timing,omitempty"`
 }
 
 // New returns an empty report for a lab.
@@ -81,15 +88,11 @@ func (r *Report) Check(name string, pass bool, detail string, args ...any) bool 
 	if len(args) > 0 {
 		detail = fmt.Sprintf(detail, args...)
 	}
-	r.Checks = append(r.Checks, Check{Name: name, Pass: pass, Detail: detail})
-	return pass
-}
-
-// TimedCheck records a comparison of wall-clock timings (see Check.Timed)
-// and returns its outcome.
-func (r *Report) TimedCheck(name string, pass bool, detail string, args ...any) bool {
-	pass = r.Check(name, pass, detail, args...)
-	r.Checks[len(r.Checks)-1].Timed = true
+	v := Fail
+	if pass {
+		v = Pass
+	}
+	r.Checks = append(r.Checks, Check{Name: name, Pass: pass, Verdict: v, Detail: detail})
 	return pass
 }
 
@@ -98,10 +101,11 @@ func (r *Report) Note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-// Failed reports whether any check failed, here or in a report it holds.
+// Failed reports whether any check failed, here or in a report it holds
+// (an inconclusive timed check has not failed).
 func (r *Report) Failed() bool {
 	for _, c := range r.Checks {
-		if !c.Pass {
+		if c.Outcome() == Fail {
 			return true
 		}
 	}
@@ -182,6 +186,17 @@ func (v Values) Has(k string) bool { _, ok := v.vals[k]; return ok }
 // Get returns the value for k.
 func (v Values) Get(k string) (any, bool) { x, ok := v.vals[k]; return x, ok }
 
+// Float returns k's value as a number: false when k is not set or its
+// value is not a number (a null read back from JSON, NaN, is not).
+func (v Values) Float(k string) (float64, bool) {
+	x, ok := v.vals[k]
+	if !ok {
+		return 0, false
+	}
+	f, ok := number(x)
+	return f, ok && !math.IsNaN(f)
+}
+
 // Keys returns the keys in insertion order.
 func (v Values) Keys() []string { return v.keys }
 
@@ -252,4 +267,14 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
+}
+
+// MarshalJSON writes the report with its verdict (Outcome) after its
+// fields: "pass", "fail" or "inconclusive".
+func (r *Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	return json.Marshal(struct {
+		*plain
+		Verdict Verdict `json:"verdict"`
+	}{(*plain)(r), r.Outcome()})
 }

@@ -177,30 +177,58 @@ func TestAddTableKeepsEarlierTables(t *testing.T) {
 	}
 }
 
-// TestTimedCheck: a timed check fails the report like any other, and its
-// mark survives JSON, where an untimed check carries none.
+// TestTimedCheck: a timed check's verdict is its interval's place against
+// the target: above fails the report like any other check, straddling is
+// inconclusive (the report has not failed, its verdict says so), and the
+// check's timing survives JSON, where an untimed check carries none.
 func TestTimedCheck(t *testing.T) {
+	above := Timing{Target: 1.1, Median: 1.3, Low: 1.2, High: 1.4, Level: 0.95, Rounds: 12, Spread: 0.3, Unit: "x"}
+	straddling := above
+	straddling.Low, straddling.High = 1.0, 1.2
+	below := above
+	below.Low, below.High = 0.9, 1.1 // at the target counts: "at most"
 	r := New("lab", "t")
 	r.Check("exact", true, "")
-	if r.TimedCheck("fast", false, "%d req/s", 5) {
-		t.Fatal("TimedCheck returned true for a failed comparison")
+	if v := r.TimedCheck("steady", below, ""); v != Pass {
+		t.Errorf("interval 0.9..1.1 against 1.1: %s, want pass", v)
 	}
-	if !r.Failed() {
+	if v := r.TimedCheck("noisy", straddling, "%d rounds", 12); v != Inconclusive {
+		t.Errorf("interval 1.0..1.2 against 1.1: %s, want inconclusive", v)
+	}
+	if r.Failed() || r.Outcome() != Inconclusive || r.Inconclusive() != 1 {
+		t.Errorf("with an inconclusive check: failed %v, outcome %s, %d inconclusive", r.Failed(), r.Outcome(), r.Inconclusive())
+	}
+	if v := r.TimedCheck("fast", above, "%d req/s", 5); v != Fail {
+		t.Fatalf("interval 1.2..1.4 against 1.1: %s, want fail", v)
+	}
+	if !r.Failed() || r.Outcome() != Fail {
 		t.Error("a failed timed check does not fail the report")
 	}
 	var b bytes.Buffer
 	if err := r.WriteJSON(&b); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(b.String(), `"timed"`); n != 1 {
-		t.Errorf("JSON has %d timed marks, want the one:\n%s", n, b.String())
+	if n := strings.Count(b.String(), `"timed"`); n != 3 {
+		t.Errorf("JSON has %d timed marks, want three:\n%s", n, b.String())
+	}
+	if !strings.Contains(b.String(), `"verdict": "inconclusive"`) || !strings.Contains(b.String(), `"verdict": "fail"`+"\n}") {
+		t.Errorf("JSON lacks a check's inconclusive verdict or the report's fail:\n%s", b.String())
 	}
 	var back Report
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	want := []Check{{Name: "exact", Pass: true}, {Name: "fast", Detail: "5 req/s", Timed: true}}
-	if !reflect.DeepEqual(back.Checks, want) {
-		t.Errorf("checks back from JSON %+v, want %+v", back.Checks, want)
+	if !reflect.DeepEqual(back.Checks, r.Checks) {
+		t.Errorf("checks back from JSON %+v, want %+v", back.Checks, r.Checks)
+	}
+	if back.Checks[0].Timing != nil || back.Checks[2].Outcome() != Inconclusive {
+		t.Errorf("back from JSON: untimed timing %v, noisy %s", back.Checks[0].Timing, back.Checks[2].Outcome())
+	}
+	var text bytes.Buffer
+	if err := r.Render(&text, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "INCONCLUSIVE") || !strings.Contains(text.String(), "95% interval 1.000x to 1.200x") {
+		t.Errorf("text lacks the inconclusive check and its interval:\n%s", text.String())
 	}
 }

@@ -167,6 +167,7 @@ type ckRow struct {
 	recompute float64         // share of one forward
 	ms        float64         // median step
 	slow      float64         // median over the rounds of the step ÷ none's in the same round
+	timing    *reports.Timing // the ratio decided against its target (targeted rows only)
 	spread    float64         // (max - min) / median
 	bitwise   bool            // stateless and stateful gradients equal none's
 	rng       bool            // the stateful stream after the step equals none's
@@ -217,14 +218,14 @@ func checkpointShape(ctx context.Context, name string, mc models.Config, cfg *ch
 		scheds = append(scheds, s)
 		res.scheduled[pol] = s
 	}
-	runs, err := runSchedules(ctx, mc, p, idx, tgt, opt.Seed, names, scheds, cfg.Steps)
+	runs, err := runSchedules(ctx, mc, p, idx, tgt, opt.Seed, names, scheds, cfg.Steps, timedTargets(name))
 	if err != nil {
 		return nil, err
 	}
 	res.rows = runs
 	if slices.Contains(cfg.PrecisionShapes, name) {
 		fmt.Fprintf(opt.Log, "checkpoint: %s: every policy under %s\n", name, cfg.Precision.Name)
-		if res.mixed, err = runSchedules(ctx, mc, p, idx, tgt, opt.Seed, names, scheds, cfg.Steps, models.WithPrecision(cfg.Precision)); err != nil {
+		if res.mixed, err = runSchedules(ctx, mc, p, idx, tgt, opt.Seed, names, scheds, cfg.Steps, nil, models.WithPrecision(cfg.Precision)); err != nil {
 			return nil, err
 		}
 		res.precision = cfg.Precision.Name
@@ -258,8 +259,10 @@ type scheduleRun struct {
 
 // runSchedules compiles each schedule, runs its step stateless and with
 // the stateful generator (restored around recomputations), compares both
-// with the first schedule's (none), and times the steps interleaved.
-func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, tgt []int32, seed int64, names []string, scheds []models.StepSchedule, steps int, opts ...models.ModelOption) ([]ckRow, error) {
+// with the first schedule's (none), and times the steps interleaved. A
+// schedule with a target in timed gets more rounds beside none's until
+// its step-time ratio is decided (lab.RatioTarget).
+func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, tgt []int32, seed int64, names []string, scheds []models.StepSchedule, steps int, timed []ckTarget, opts ...models.ModelOption) ([]ckRow, error) {
 	runs := make([]*scheduleRun, len(scheds))
 	defer func() {
 		for _, r := range runs {
@@ -321,7 +324,17 @@ func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, 
 			paired[k] = t / ref.times[k]
 		}
 		slow, _ := medianSpread(paired)
-		rows = append(rows, ckRow{
+		var timing *reports.Timing
+		for _, tg := range timed {
+			if tg.policy == names[i] {
+				tm, err := tg.sample(ctx, paired, ref.m, r.m, idx, tgt)
+				if err != nil {
+					return nil, err
+				}
+				timing = &tm
+			}
+		}
+		rows = append(rows, ckRow{timing: timing,
 			name: names[i], peak: r.m.Arena().Stats().ArenaBytes, kept: r.m.KeptBytes(),
 			recompute: again / fwd0, ms: ms, spread: spread, slow: slow,
 			bitwise: r.loss == ref.loss && sameGrads(r.grads, ref.grads) && sameGrads(r.stateful, ref.stateful),

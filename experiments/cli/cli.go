@@ -43,7 +43,7 @@ func init() {
 	})
 	RegisterCommand(&Command{
 		Name:  "run",
-		Usage: "LAB [--set key=value ...] [--seed N] [--quick] [--format F] [--out DIR]",
+		Usage: "LAB [--set key=value ...] [--seed N] [--quick] [--strict] [--format F] [--out DIR]",
 		Short: "run one lab and print its report",
 		Long: "--quick shrinks the lab (its own choice of smaller settings) to well under a minute on 2 cores; " +
 			"--set values are applied after it and win. The report's config shows what ran. " +
@@ -52,11 +52,14 @@ func init() {
 	})
 	RegisterCommand(&Command{
 		Name:  "exit-gate",
-		Usage: "[--quick] [--seed N] [--format F] [--out DIR]",
-		Short: "every built lab, every check, and a summary",
-		Long: "Text and markdown print each lab's report as it finishes, then the summary; JSON and CSV print " +
-			"the summary holding every lab's full report. --out DIR writes each lab's report under DIR/LAB " +
-			"and the summary in DIR.",
+		Usage: "[--quick] [--seed N] [--strict] [--format F] [--out DIR]",
+		Short: "every built lab, every check, and a summary opening with the chapter's five artifacts",
+		Long: "Text and markdown print each lab's report as it finishes, then the summary: the five artifacts " +
+			"(verdict from their labs' checks, the figures that make the case, the command that reproduces each " +
+			"alone), the labs, every check. JSON and CSV print the summary holding every lab's full report. " +
+			"A timed check is decided over rounds: PASS or FAIL when its 95% interval lies on one side of its " +
+			"target, INCONCLUSIVE when the time budget ran out first (exit 0 unless --strict). --out DIR writes " +
+			"each lab's report under DIR/LAB and the summary in DIR.",
 		Setup: exitGateCommand,
 	})
 }
@@ -102,6 +105,7 @@ type runFlags struct {
 	sets   lab.SetFlag
 	seed   *int64
 	quick  bool
+	strict bool
 	format *string
 	out    *string
 }
@@ -113,6 +117,7 @@ func addRunFlags(fs *flag.FlagSet, withSet bool) *runFlags {
 	}
 	rf.seed = seedFlag(fs, "seed `N` of every random choice")
 	fs.BoolVar(&rf.quick, "quick", false, "shrink the lab to well under a minute on 2 cores")
+	fs.BoolVar(&rf.strict, "strict", false, "an inconclusive timed check fails (exit 1), as a failed one does")
 	rf.format, rf.out = reportFlags(fs, "report.md, report.json and the figures")
 	return rf
 }
@@ -178,7 +183,7 @@ func runLabCommand(fs *flag.FlagSet) Runner {
 			return err
 		}
 		r.Config.Set("quick", rf.quick)
-		return emit(r, *rf.format, *rf.out, stdout)
+		return emitStrict(r, *rf.format, *rf.out, stdout, rf.strict)
 	}
 }
 
@@ -216,17 +221,31 @@ func runLab(ctx context.Context, l *lab.Lab, cfg any, opt lab.Options) (*reports
 	}
 }
 
-// emit stamps where the report was measured, prints it (and writes it
-// under out), and turns a failed check into errChecksFailed (exit 1).
+// emit stamps where the report was measured (keeping the wall time a lab
+// measured), prints it (and writes it under out), and turns a failed check
+// into errChecksFailed (exit 1).
 func emit(r *reports.Report, format, out string, stdout io.Writer) error {
+	return emitStrict(r, format, out, stdout, false)
+}
+
+// emitStrict is emit where, with strict, an inconclusive timed check
+// fails too (--strict).
+func emitStrict(r *reports.Report, format, out string, stdout io.Writer, strict bool) error {
+	wall := r.Env.Wall
 	r.Env = reports.CurrentEnv()
+	r.Env.Wall = wall
 	if !r.Silent {
 		if err := renderReport(r, format, out, stdout); err != nil {
 			return err
 		}
 	}
-	if r.Failed() {
+	switch r.Outcome() {
+	case reports.Fail:
 		return errChecksFailed
+	case reports.Inconclusive:
+		if strict {
+			return errChecksFailed
+		}
 	}
 	return nil
 }
@@ -242,7 +261,8 @@ func renderReport(r *reports.Report, format, out string, stdout io.Writer) error
 	return r.Render(stdout, format)
 }
 
-// writeReportDir writes report.md, report.json and the figures into dir,
+// writeReportDir writes report.md, report.json, report.html (one page,
+// the figures inline) and the figures into dir,
 // each atomically; a failure names the path (exit 2).
 func writeReportDir(r *reports.Report, dir string) error {
 	if err := checkOutFiles(dir, append(reportFiles, r.FigureFiles()...)); err != nil {
@@ -257,7 +277,8 @@ func writeReportDir(r *reports.Report, dir string) error {
 	for _, f := range []struct {
 		name  string
 		write func(io.Writer) error
-	}{{"report.md", r.WriteMarkdown}, {"report.json", r.WriteJSON}} {
+	}{{"report.md", r.WriteMarkdown}, {"report.json", r.WriteJSON},
+		{"report.html", func(w io.Writer) error { return r.WriteHTML(w, dir, htmlSections(r)) }}} {
 		if err := reports.WriteFileAtomic(filepath.Join(dir, f.name), reports.WriterFunc(f.write)); err != nil {
 			return lab.Usagef("--out %s: %v", dir, err)
 		}
@@ -269,7 +290,7 @@ func writeReportDir(r *reports.Report, dir string) error {
 // write in, without creating anything: the deepest part of the path that
 // exists must be a directory where a file can be created.
 // reportFiles are the files every report writes into --out.
-var reportFiles = []string{"report.md", "report.json"}
+var reportFiles = []string{"report.md", "report.json", "report.html"}
 
 // checkOutFiles refuses an --out directory where one of the files a
 // report writes cannot go: a directory (or anything but a file) in its

@@ -46,7 +46,7 @@ type Runner func(ctx context.Context, args []string, stdout, stderr io.Writer) e
 var (
 	commands    = map[string]*Command{}
 	commandSeq  []*Command // in registration order
-	topCommands = []string{"list", "help", "run", "exit-gate", "plan", "gpt", "bench", "launch", "serve"}
+	topCommands = []string{"list", "help", "run", "exit-gate", "report", "plan", "gpt", "bench", "launch", "serve"}
 )
 
 // RegisterCommand adds a command from its file's init. A subcommand

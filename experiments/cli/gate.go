@@ -68,8 +68,6 @@ func exitGate(ctx context.Context, rf *runFlags, stdout, stderr io.Writer) error
 		}
 		return lab.Interruptedf("interrupted after the last lab; %s", nothingSaved(out, "the summary is written at the end"))
 	}
-	gate.Config.Set("seed", *rf.seed)
-	gate.Config.Set("quick", rf.quick)
 	if out != "" {
 		if err := writeReportDir(gate, out); err != nil {
 			return err
@@ -81,7 +79,7 @@ func exitGate(ctx context.Context, rf *runFlags, stdout, stderr io.Writer) error
 		summary.Reports = nil // printed already
 		shown = &summary
 	}
-	return emit(shown, format, "", stdout)
+	return emitStrict(shown, format, "", stdout, rf.strict)
 }
 
 // gateStopped: the exit gate was interrupted while lab ran.
@@ -95,9 +93,11 @@ func (e *gateStopped) Is(target error) bool { return target == context.Canceled 
 // checks as its own, and every lab's full report in Reports. done is
 // called with each lab's report as it finishes.
 func runGate(ctx context.Context, quick bool, opt lab.Options, done func(*reports.Report) error) (*reports.Report, error) {
+	start := time.Now()
 	gate := reports.New("exit-gate", "The chapter's exit gate: every built lab, every check")
+	ran, failed := map[string]*reports.Report{}, map[string]bool{}
 	summary := gate.AddTable("Labs", reports.Text("lab"), reports.Int("checks"), reports.Int("failed"),
-		reports.Duration("time", time.Second, 1))
+		reports.Int("inconclusive"), reports.Duration("time", time.Second, 1))
 	var notBuilt []string
 	for _, l := range Labs() {
 		if !l.Built {
@@ -117,28 +117,46 @@ func runGate(ctx context.Context, quick bool, opt lab.Options, done func(*report
 		}
 		if err != nil {
 			gate.Check(l.Name+": lab ran", false, "%s", oneLine(err))
-			summary.Row(l.Name, 0, 1, took)
+			failed[l.Name] = true
+			summary.Row(l.Name, 0, 1, 0, took)
 			continue
 		}
 		if quick {
 			r.Config.Set("quick", true)
 		}
-		failed := 0
 		for _, c := range r.Checks {
 			c.Name = l.Name + ": " + c.Name
 			gate.Checks = append(gate.Checks, c)
-			if !c.Pass {
-				failed++
-			}
 		}
-		summary.Row(l.Name, len(r.Checks), failed, took)
+		summary.Row(l.Name, len(r.Checks), len(r.Checks)-r.Inconclusive()-passed(r), r.Inconclusive(), took)
+		ran[l.Name] = r
 		gate.Reports = append(gate.Reports, r)
 		if err := done(r); err != nil {
 			return nil, err
 		}
 	}
+	addArtifactTable(gate, artifactRows(ran, failed, quick, opt.Seed))
 	if len(notBuilt) > 0 {
 		gate.Note("Not built yet: %s.", strings.Join(notBuilt, ", "))
 	}
+	if n := gate.Inconclusive(); n > 0 {
+		gate.Note("%s INCONCLUSIVE: timed, their rounds' 95%% interval still straddled the target when the time budget "+
+			"ran out (the machine was too noisy to tell). They do not fail the gate; --strict makes them fail it.", reports.Count(n, "check"))
+	}
+	gate.Config.Set("seed", opt.Seed)
+	gate.Config.Set("quick", quick)
+	gate.Env = reports.CurrentEnv()
+	gate.Env.Wall = time.Since(start).Seconds()
 	return gate, nil
+}
+
+// passed counts a report's passed checks.
+func passed(r *reports.Report) int {
+	n := 0
+	for _, c := range r.Checks {
+		if c.Outcome() == reports.Pass {
+			n++
+		}
+	}
+	return n
 }

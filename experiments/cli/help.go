@@ -86,7 +86,7 @@ const start = `gptlab runs the labs of "Memory Planning, Precision, and Distribu
 small GPT, and prints each lab's measurements and checks as a table report.
 
 Try:
-  gptlab exit-gate --quick     every lab, quick, and a summary of its checks (under a minute)
+  gptlab exit-gate --quick     every lab, quick: the five artifacts and every check (about a minute)
   gptlab run reuse --quick     one lab: buffer liveness and reuse
   gptlab list                  the labs
   gptlab help                  every command, its flags, the exit statuses

@@ -37,6 +37,9 @@ type sweepRow struct {
 	median time.Duration
 	min    time.Duration
 	sent   float64 // payload bytes this rank sent per call (NaN: not observed)
+	// batches are the per-call times of each batch (a sweep read back
+	// from another process's report has its median and min alone).
+	batches []time.Duration
 }
 
 // iterations is how many timed all-reduces a size gets: enough for a
@@ -122,7 +125,7 @@ func sweepOn(ctx context.Context, c *parallel.Comm, sizes []int) (*Sweep, error)
 		if c.Transport() == "mpi" {
 			sent = math.NaN() // MPI moves the bytes itself
 		}
-		s.rows = append(s.rows, sweepRow{bytes: bytes, iters: per * batches, median: lab.MedianDuration(times), min: slices.Min(times), sent: sent})
+		s.rows = append(s.rows, sweepRow{bytes: bytes, iters: per * batches, median: lab.MedianDuration(times), min: slices.Min(times), sent: sent, batches: times})
 	}
 	return s, nil
 }

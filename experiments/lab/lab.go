@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"time"
 
 	"gptlab/reports"
 )
@@ -128,6 +129,7 @@ func (l *Lab) Run(ctx context.Context, cfg any, opt Options) (r *reports.Report,
 			r, err = nil, PanicError("lab "+l.Name, p, opt.Log)
 		}
 	}()
+	t0 := time.Now()
 	r, err = l.run(ctx, cfg, opt)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s: %w", l.Name, err)
@@ -137,6 +139,7 @@ func (l *Lab) Run(ctx context.Context, cfg any, opt Options) (r *reports.Report,
 	cv.Set("seed", opt.Seed)
 	r.Config = cv
 	r.Env = reports.CurrentEnv()
+	r.Env.Wall = time.Since(t0).Seconds()
 	return r, nil
 }
 

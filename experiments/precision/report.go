@@ -1,6 +1,7 @@
 package precision
 
 import (
+	"context"
 	"fmt"
 	"image/color"
 	"math"
@@ -123,7 +124,7 @@ func precisionReport(cfg *precisionConfig, tc models.TrainConfig, runs []*policy
 	if err != nil {
 		return nil, err
 	}
-	r.AddFigure("loss", lp, 16*vg.Centimeter, 10*vg.Centimeter)
+	r.AddPanels("loss", lp, 2, 24*vg.Centimeter, 16*vg.Centimeter)
 	dp, err := lossDeltaPlot(runs)
 	if err != nil {
 		return nil, err
@@ -166,10 +167,20 @@ func precisionChecks(r *reports.Report, runs []*policyRun, gemm gemmRates) {
 		}
 	}
 	if ok, _ := bf16gemm.AMXStatus(); ok {
-		best := gemm.largest("amx")
-		r.TimedCheck("AMX bf16 GEMM at least 3x f32's on the largest shape", best >= 3, "%.2fx", best)
-		r.TimedCheck("bf16 training step faster than f32's", bf16.medianStep() < f32.medianStep(),
-			"%.2f ms against %.2f ms", durationMS(bf16.medianStep()), durationMS(f32.medianStep()))
+		// Both decided over rounds (lab.RatioTarget): AMX's time over f32's
+		// on the largest shape, a product each a round; bf16's step time
+		// over f32's at the same step of training.
+		tm, err := lab.RatioTarget{Target: 1.0 / 3, Budget: 10 * time.Second}.Sample(context.Background(), nil, gemm.largestRound("amx"))
+		if err == nil {
+			r.TimedCheck("AMX bf16 GEMM at least 3x f32's on the largest shape", tm,
+				"AMX's time over f32's (best of %d runs: %.2fx the rate)", gemm.runs, gemm.largest("amx"))
+		}
+		var steps []float64
+		for i := range min(len(bf16.stepTimes), len(f32.stepTimes)) {
+			steps = append(steps, float64(bf16.stepTimes[i])/float64(f32.stepTimes[i]))
+		}
+		r.TimedCheck("bf16 training step faster than f32's", lab.RatioTarget{Target: 1}.Decide(steps),
+			"step i's time over f32's step i: %.2f ms against %.2f ms (medians)", durationMS(bf16.medianStep()), durationMS(f32.medianStep()))
 	}
 }
 
@@ -247,6 +258,58 @@ func (g gemmRates) largest(path string) float64 {
 	return 0
 }
 
+// largestRound returns a round of a timed check: one product of the
+// largest shape in float32, then on path, and the second's time over the
+// first's.
+func (g gemmRates) largestRound(path string) func() (float64, error) {
+	p := newGEMMProblem(g.shapes[g.largestShape()], rand.New(rand.NewPCG(11, 12)))
+	return func() (float64, error) {
+		t0 := time.Now()
+		p.f32()
+		t1 := time.Now()
+		defer func(old string) { _ = bf16gemm.SetPath(old) }(bf16gemm.Path())
+		if err := bf16gemm.SetPath(path); err != nil {
+			return 0, err
+		}
+		t2 := time.Now()
+		p.bf16()
+		return float64(time.Since(t2)) / float64(t1.Sub(t0)), nil
+	}
+}
+
+// gemmProblem is one shape's operands, bf16 and the same values widened.
+type gemmProblem struct {
+	s        gemmShape
+	a16, b16 []uint16
+	a32, b32 []float32
+	c        []float32
+	lda, ldb int
+	tA, tB   blas.Transpose
+}
+
+func newGEMMProblem(s gemmShape, rng *rand.Rand) *gemmProblem {
+	p := &gemmProblem{s: s, c: make([]float32, s.m*s.n), lda: s.k, ldb: s.n, tA: transpose(s.aT), tB: transpose(s.bT)}
+	p.a16, p.a32 = bf16Operand(rng, s.m*s.k)
+	p.b16, p.b32 = bf16Operand(rng, s.k*s.n)
+	if s.aT {
+		p.lda = s.m
+	}
+	if s.bT {
+		p.ldb = s.k
+	}
+	return p
+}
+
+func (p *gemmProblem) f32() {
+	s := p.s
+	sgemm.Implementation{}.Sgemm(p.tA, p.tB, s.m, s.n, s.k, 1, p.a32, p.lda, p.b32, p.ldb, 0, p.c, s.n)
+}
+
+func (p *gemmProblem) bf16() {
+	s := p.s
+	bf16gemm.Gemm(p.tA, p.tB, s.m, s.n, s.k, p.a16, p.lda, p.b16, p.ldb, p.c, s.n)
+}
+
 // measureGEMMs times every shape of mc's step in float32 and on every
 // bf16gemm path this machine has, on the same random values (bf16, and
 // the same values widened), each the best of runs runs.
@@ -255,27 +318,13 @@ func measureGEMMs(mc models.Config, runs int) gemmRates {
 	g := gemmRates{paths: bf16gemm.Paths(), shapes: gptGEMMs(mc), runs: runs}
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, s := range g.shapes {
-		a16, a32 := bf16Operand(rng, s.m*s.k)
-		b16, b32 := bf16Operand(rng, s.k*s.n)
-		c := make([]float32, s.m*s.n)
-		lda, ldb := s.k, s.n
-		if s.aT {
-			lda = s.m
-		}
-		if s.bT {
-			ldb = s.k
-		}
-		tA, tB := transpose(s.aT), transpose(s.bT)
+		prob := newGEMMProblem(s, rng)
 		flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
-		g.f32 = append(g.f32, bestRate(flops, runs, func() {
-			sgemm.Implementation{}.Sgemm(tA, tB, s.m, s.n, s.k, 1, a32, lda, b32, ldb, 0, c, s.n)
-		}))
+		g.f32 = append(g.f32, bestRate(flops, runs, prob.f32))
 		var row []float64
 		for _, p := range g.paths {
 			_ = bf16gemm.SetPath(p) // a path Paths lists
-			row = append(row, bestRate(flops, runs, func() {
-				bf16gemm.Gemm(tA, tB, s.m, s.n, s.k, a16, lda, b16, ldb, c, s.n)
-			}))
+			row = append(row, bestRate(flops, runs, prob.bf16))
 		}
 		g.bf16 = append(g.bf16, row)
 	}
@@ -349,13 +398,14 @@ var policyColors = []color.RGBA{{R: 40, G: 40, B: 40, A: 255}, {R: 220, G: 90, B
 	{R: 70, G: 130, B: 180, A: 255}, {R: 150, G: 60, B: 160, A: 255}}
 
 // precisionLossPlot draws every policy's training loss (moving average)
-// and validation loss.
-func precisionLossPlot(runs []*policyRun) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = "Loss under each precision policy (same seed, same batches)"
-	p.X.Label.Text = "step"
-	p.Y.Label.Text = "loss (nats/char)"
+// and validation loss, a panel each (small multiples on shared axes).
+func precisionLossPlot(runs []*policyRun) ([]*plot.Plot, error) {
+	var panels []*plot.Plot
 	for i, run := range runs {
+		p := plot.New()
+		p.Title.Text = run.name() + " (same seed, same batches)"
+		p.X.Label.Text = "step"
+		p.Y.Label.Text = "loss (nats/char)"
 		train, _ := lab.MovingAverage(run.tr.Losses)
 		val := make(plotter.XYs, len(run.tr.History))
 		for j, pt := range run.tr.History {
@@ -373,12 +423,13 @@ func precisionLossPlot(runs []*policyRun) (*plot.Plot, error) {
 		l.Width = vg.Points(0.5)
 		vl.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 		p.Add(l, vl, vp)
-		p.Legend.Add(run.name()+" train", l)
-		p.Legend.Add(run.name()+" val", vl, vp)
+		p.Legend.Add("train", l)
+		p.Legend.Add("val", vl, vp)
+		p.Legend.TextStyle.Font.Size = vg.Points(8)
+		p.Add(plotter.NewGrid())
+		panels = append(panels, p)
 	}
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	return p, nil
+	return panels, nil
 }
 
 // lossDeltaPlot draws each 16-bit policy's validation loss less f32's at
