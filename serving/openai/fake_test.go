@@ -119,3 +119,17 @@ func (f *fake) holding() int {
 	defer f.mu.Unlock()
 	return f.active
 }
+
+type fakeCounts struct{ started, cancelled int }
+
+func (f *fake) counts() fakeCounts {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fakeCounts{f.started, f.cancelled}
+}
+
+func (f *fake) lastRequest() GenerateRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}

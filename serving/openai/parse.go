@@ -74,7 +74,7 @@ func parsePrompts(f fields, b Backend) ([][]int32, error) {
 			return nil, err
 		}
 		if len(out[i]) >= b.ContextWindow() {
-			return nil, errTooLong(len(out[i]), b.ContextWindow(), which)
+			return nil, errTooLong(len(out[i]), b.ContextWindow(), which, "prompt")
 		}
 	}
 	return out, nil
@@ -146,7 +146,7 @@ func parseChat(body []byte, b Backend) (*job, error) {
 		return nil, err
 	}
 	if len(ids) >= b.ContextWindow() {
-		return nil, errTooLong(len(ids), b.ContextWindow(), "the chat prompt (messages joined by the template)")
+		return nil, errTooLong(len(ids), b.ContextWindow(), "the chat prompt (messages joined by the template)", "messages")
 	}
 	j.prompts = [][]int32{ids}
 	if err := maxTokens(f, b, j, -1, "max_completion_tokens", "max_tokens"); err != nil {

@@ -319,8 +319,8 @@ func tokenPrompt(b Backend, ids []int32, which string) ([]int32, error) {
 }
 
 // errTooLong refuses a prompt past the window before max_tokens is read.
-func errTooLong(n, window int, which string) error {
-	return badRequest("prompt", "context_length_exceeded", "%s has %d tokens, over the model's context window of %d tokens (max_tokens needs at least 1 more)", which, n, window)
+func errTooLong(n, window int, which, param string) error {
+	return badRequest(param, "context_length_exceeded", "%s has %d tokens, over the model's context window of %d tokens (max_tokens needs at least 1 more)", which, n, window)
 }
 
 func promptName(i, n int) string {

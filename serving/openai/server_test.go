@@ -132,7 +132,7 @@ func TestCompletion(t *testing.T) {
 	if *c.Usage != (Usage{PromptTokens: 3, CompletionTokens: 7, TotalTokens: 10}) {
 		t.Errorf("usage %+v, want 3 + 7 = 10", *c.Usage)
 	}
-	if f.last.Temperature != 0 || f.last.TopP != 1 || f.last.MaxTokens != 7 {
+	if f.lastRequest().Temperature != 0 || f.lastRequest().TopP != 1 || f.lastRequest().MaxTokens != 7 {
 		t.Errorf("backend got %+v, want temperature 0, top_p 1, max_tokens 7", f.last)
 	}
 	waitFree(t, f)
@@ -169,8 +169,8 @@ func TestCompletionStream(t *testing.T) {
 	if len(usage.Choices) != 0 || usage.Usage == nil || *usage.Usage != (Usage{5, 10, 15}) {
 		t.Errorf("usage chunk %s: want no choices and usage 5 + 10 = 15", ev[len(ev)-2])
 	}
-	if f.last.Seed != 7 {
-		t.Errorf("backend seed %d, want the request's 7", f.last.Seed)
+	if f.lastRequest().Seed != 7 {
+		t.Errorf("backend seed %d, want the request's 7", f.lastRequest().Seed)
 	}
 	waitFree(t, f)
 }
