@@ -13,7 +13,10 @@ type SampleConfig struct {
 	Tokens      int     // characters to generate
 	Temperature float64 // logits are divided by it; 0 picks the most likely token
 	TopK        int     // keep only the K most likely tokens; 0 keeps all
-	Seed        uint64  // the draws' random stream
+	// TopP keeps, after TopK, the most likely tokens whose probabilities
+	// sum to at least TopP (nucleus sampling); 0 keeps all.
+	TopP float64
+	Seed uint64 // the draws' random stream
 	// FullWindow runs the model over the whole window of the last Block
 	// characters for every token, as the reference sampler does, instead
 	// of decoding one token at a time against the KV cache. Both give the
@@ -33,6 +36,8 @@ func (sc SampleConfig) Validate() error {
 		return fmt.Errorf("%w: temperature = %v, want a finite number >= 0", ErrSampleConfig, sc.Temperature)
 	case sc.TopK < 0:
 		return fmt.Errorf("%w: top-k = %d, want >= 0 (0 keeps all)", ErrSampleConfig, sc.TopK)
+	case !(sc.TopP >= 0 && sc.TopP <= 1):
+		return fmt.Errorf("%w: top-p = %v, want in [0, 1] (0 keeps all)", ErrSampleConfig, sc.TopP)
 	}
 	return nil
 }
@@ -97,10 +102,10 @@ func (s *Sampler) Generate(prompt string, sc SampleConfig) (string, error) {
 func (s *Sampler) generate(ids []int32, sc SampleConfig, trace func(logits []float32)) ([]int32, error) {
 	ids = slices.Clone(ids)
 	n0 := len(ids)
-	rng := rand.New(rand.NewPCG(sc.Seed, 0x73616d706c65)) // "sample"
-	V := s.p.Config().Vocab
-	probs := make([]float64, V)
-	order := make([]int, V)
+	pk, err := NewPicker(sc, s.p.Config().Vocab)
+	if err != nil {
+		return nil, err
+	}
 	for range sc.Tokens {
 		next := s.cached
 		if sc.FullWindow {
@@ -113,7 +118,7 @@ func (s *Sampler) generate(ids []int32, sc SampleConfig, trace func(logits []flo
 		if trace != nil {
 			trace(logits)
 		}
-		ids = append(ids, pick(logits, probs, order, sc, rng))
+		ids = append(ids, pk.Pick(logits))
 	}
 	return ids[n0:], nil
 }
@@ -209,6 +214,15 @@ func pick(logits []float32, probs []float64, order []int, sc SampleConfig, rng *
 		p := math.Exp((float64(logits[order[i]]) - top) / sc.Temperature)
 		probs[i] = p
 		sum += p
+	}
+	if sc.TopP > 0 && sc.TopP < 1 {
+		c := 0.0
+		for i := range k {
+			if c += probs[i]; c >= sc.TopP*sum {
+				k, sum = i+1, c
+				break
+			}
+		}
 	}
 	u := rng.Float64() * sum
 	for i := range k {

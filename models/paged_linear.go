@@ -1,0 +1,71 @@
+package models
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gorgonia.org/tensor"
+
+	"gptlab/internal/vec"
+)
+
+// paged_linear.go: the linear layers of the paged forward, y = x·Wᵀ + b
+// over the stacked rows of a ragged batch, on the BLAS every graph of the
+// process uses (blas.go).
+
+// pagedLinear is one linear layer: W [out, in] read in place, bias (out).
+type pagedLinear struct {
+	w, b    []float32
+	in, out int
+}
+
+// apply writes y (N, out) = x (N, in)·Wᵀ + b.
+func (l *pagedLinear) apply(y, x []float32, N int) {
+	if N == 0 {
+		return
+	}
+	tensor.WhichBLAS().Sgemm(blas.NoTrans, blas.Trans, N, l.out, l.in, 1, x, l.in, l.w, l.in, 0, y, l.out)
+	if l.b != nil {
+		vec.AddRow(y[:N*l.out], y[:N*l.out], l.b) // AddBias's kernel
+	}
+}
+
+// pagedLayer is one transformer block's weights.
+type pagedLayer struct {
+	ln1w, ln1b, ln2w, ln2b []float32
+	attn, proj, fc, mproj  pagedLinear
+}
+
+// pagedLinears are every weight of the paged forward.
+type pagedLinears struct {
+	layers     []pagedLayer
+	lnfw, lnfb []float32
+	head       pagedLinear // the tied embedding, no bias
+}
+
+func newPagedLinears(p *Params) pagedLinears {
+	cfg := p.Config()
+	C := cfg.Embd
+	lin := func(name string, in, out int, bias bool) pagedLinear {
+		l := pagedLinear{w: p.Slice(name + ".weight"), in: in, out: out}
+		if bias {
+			l.b = p.Slice(name + ".bias")
+		}
+		return l
+	}
+	var pl pagedLinears
+	for l := range cfg.Layers {
+		pre := fmt.Sprintf("transformer.h.%d.", l)
+		pl.layers = append(pl.layers, pagedLayer{
+			ln1w: p.Slice(pre + "ln_1.weight"), ln1b: p.Slice(pre + "ln_1.bias"),
+			ln2w: p.Slice(pre + "ln_2.weight"), ln2b: p.Slice(pre + "ln_2.bias"),
+			attn:  lin(pre+"attn.c_attn", C, 3*C, true),
+			proj:  lin(pre+"attn.c_proj", C, C, true),
+			fc:    lin(pre+"mlp.c_fc", C, 4*C, true),
+			mproj: lin(pre+"mlp.c_proj", 4*C, C, true),
+		})
+	}
+	pl.lnfw, pl.lnfb = p.Slice("transformer.ln_f.weight"), p.Slice("transformer.ln_f.bias")
+	pl.head = pagedLinear{w: p.Slice("transformer.wte.weight"), in: C, out: cfg.Vocab}
+	return pl
+}
