@@ -16,6 +16,19 @@ import (
 	"gptlab/serving"
 )
 
+// ServedModel asks the server at url (its base, or its /v1/completions)
+// for the id of the first model GET /v1/models lists.
+func ServedModel(ctx context.Context, url string) (string, error) {
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	return firstModel(ctx, client, baseURL(url))
+}
+
+// baseURL is url without a trailing /v1/completions or slash.
+func baseURL(url string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(url, "/"), "/v1/completions")
+}
+
 // firstModel asks GET /v1/models for the served model's id.
 func firstModel(ctx context.Context, client *http.Client, base string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/models", nil)

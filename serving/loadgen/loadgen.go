@@ -105,11 +105,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 		defer client.CloseIdleConnections()
 	}
-	url := strings.TrimSuffix(cfg.URL, "/")
-	base := strings.TrimSuffix(url, "/v1/completions")
-	if !strings.HasSuffix(url, "/v1/completions") {
-		url += "/v1/completions"
-	}
+	base := baseURL(cfg.URL)
+	url := base + "/v1/completions"
 	if cfg.Model == "" {
 		m, err := firstModel(ctx, client, base)
 		if err != nil {
