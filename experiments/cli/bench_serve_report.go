@@ -164,6 +164,7 @@ func timelineFigure(r *reports.Report, res *loadgen.Result) {
 	p.Title.Text = "Latency by the time each request was sent"
 	p.X.Label.Text = "sent at (s)"
 	p.Y.Label.Text = "latency (ms)"
+	p.Legend.Top = true
 	for k, series := range []struct {
 		name string
 		pts  plotter.XYs
