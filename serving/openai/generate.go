@@ -93,7 +93,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, parse parser) 
 	}
 	j, err := parse(body, s.b)
 	if err != nil {
-		s.fail(w, handler, err.(*apiError))
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = badRequest("", "invalid_request", "%v", err)
+		}
+		s.fail(w, handler, ae)
 		return
 	}
 	num := s.requests.Add(1)
