@@ -36,7 +36,7 @@ func baseline(t *testing.T, f *fixture) int {
 func settle(t *testing.T, n int) {
 	t.Helper()
 	for i := 0; runtime.NumGoroutine() > n; i++ {
-		if i > 200 {
+		if i > 1000 {
 			buf := make([]byte, 1<<16)
 			t.Fatalf("%d goroutines, %d at the start:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
 		}

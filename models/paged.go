@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"gptlab/internal/pgemm"
 	"gptlab/internal/vec"
 	"gptlab/models/ops"
 )
@@ -24,14 +25,19 @@ import (
 // compiled graph per shape would cost more than the step. The tests hold
 // every position's logits to a full forward of the same tokens (1e-5).
 
-// PagedKV is the pool of KV blocks: per layer, K and V (Blocks, H,
-// BlockSize, hs), so one head's keys in one block are contiguous. Blocks
-// are addressed by their index; which sequence owns a block is the
-// caller's business (a block manager's).
+// PagedKV is the pool of KV blocks. Per layer and per (block, head), the
+// keys are laid out as panels of internal/pgemm (the block's slots in
+// groups of 32 columns, each hs rows of 32 values: Kᵀ), so one kernel call
+// scores up to 32 slots against several queries; the values as panels of
+// 32 head dimensions (BlockSize rows of 32 values: V), so one call sums a
+// block's values weighted by its probabilities. Blocks are addressed by
+// their index; which sequence owns a block is the caller's business (a
+// block manager's).
 type PagedKV struct {
 	cfg              Config
 	BlockSize, Count int
-	k, v             [][]float32 // per layer: (Count, H, BlockSize, hs)
+	kp, vp           int         // panels per (block, head): of slots for K, of head dimensions for V
+	k, v             [][]float32 // per layer: (Count, H, kp, hs, 32) and (Count, H, vp, BlockSize, 32)
 }
 
 // NewPagedKV makes a pool of count blocks of blockSize token slots for
@@ -43,40 +49,67 @@ func NewPagedKV(cfg Config, blockSize, count int) (*PagedKV, error) {
 	if blockSize < 1 || count < 1 {
 		return nil, fmt.Errorf("%w: paged KV of %d blocks of %d tokens, want both >= 1", ErrConfig, count, blockSize)
 	}
-	n := count * blockSize * cfg.Embd
-	kv := &PagedKV{cfg: cfg, BlockSize: blockSize, Count: count}
+	W := pgemm.Width
+	kv := &PagedKV{cfg: cfg, BlockSize: blockSize, Count: count, kp: (blockSize + W - 1) / W, vp: (cfg.HeadSize() + W - 1) / W}
 	for range cfg.Layers {
-		kv.k = append(kv.k, make([]float32, n))
-		kv.v = append(kv.v, make([]float32, n))
+		kv.k = append(kv.k, make([]float32, count*kv.blockK()))
+		kv.v = append(kv.v, make([]float32, count*kv.blockV()))
 	}
 	return kv, nil
 }
 
+// blockK and blockV are the floats of one block in a layer's K and V.
+func (kv *PagedKV) blockK() int { return kv.cfg.Heads * kv.kp * kv.cfg.HeadSize() * pgemm.Width }
+func (kv *PagedKV) blockV() int { return kv.cfg.Heads * kv.vp * kv.BlockSize * pgemm.Width }
+
 // Bytes is the pool's storage: keys and values of every layer.
-func (kv *PagedKV) Bytes() int64 { return 2 * int64(len(kv.k)) * int64(len(kv.k[0])) * 4 }
+func (kv *PagedKV) Bytes() int64 {
+	return int64(len(kv.k)) * int64(len(kv.k[0])+len(kv.v[0])) * 4
+}
 
 // Copy copies the KV of the first tokens slots of block src into block
-// dst, in every layer and head (copy on write, swap out and in).
+// dst, in every layer and head (copy on write, swap out and in). The
+// whole block is copied: the slots past tokens are never read before dst's
+// owner writes them.
 func (kv *PagedKV) Copy(src, dst, tokens int) error {
 	if src < 0 || src >= kv.Count || dst < 0 || dst >= kv.Count || tokens < 0 || tokens > kv.BlockSize {
 		return fmt.Errorf("%w: copy of %d slots from block %d to %d in a pool of %d blocks of %d", ErrTokens, tokens, src, dst, kv.Count, kv.BlockSize)
 	}
-	hs, bs := kv.cfg.HeadSize(), kv.BlockSize
+	bk, bv := kv.blockK(), kv.blockV()
 	for l := range kv.k {
-		for h := range kv.cfg.Heads {
-			s, d := (src*kv.cfg.Heads+h)*bs*hs, (dst*kv.cfg.Heads+h)*bs*hs
-			copy(kv.k[l][d:d+tokens*hs], kv.k[l][s:s+tokens*hs])
-			copy(kv.v[l][d:d+tokens*hs], kv.v[l][s:s+tokens*hs])
-		}
+		copy(kv.k[l][dst*bk:(dst+1)*bk], kv.k[l][src*bk:(src+1)*bk])
+		copy(kv.v[l][dst*bv:(dst+1)*bv], kv.v[l][src*bv:(src+1)*bv])
 	}
 	return nil
 }
 
-// slot is the offset of (head h, position pos) of a table in a layer's K
-// or V.
-func (kv *PagedKV) slot(table []int32, h, pos int) int {
-	bs, hs := kv.BlockSize, kv.cfg.HeadSize()
-	return ((int(table[pos/bs])*kv.cfg.Heads+h)*bs + pos%bs) * hs
+// write stores the key k and value v (hs) of head h at slot of block blk
+// in layer l.
+func (kv *PagedKV) write(l, blk, h, slot int, k, v []float32) {
+	W, hs := pgemm.Width, kv.cfg.HeadSize()
+	kb := kv.k[l][blk*kv.blockK()+h*kv.kp*hs*W+(slot/W)*hs*W+slot%W:]
+	for d, x := range k {
+		kb[d*W] = x
+	}
+	vb := kv.v[l][blk*kv.blockV()+h*kv.vp*kv.BlockSize*W+slot*W:]
+	for d, x := range v {
+		vb[(d/W)*kv.BlockSize*W+d%W] = x
+	}
+}
+
+// kPanel is panel q (slots [32q, 32q+32)) of head h's keys in block blk,
+// layer l: (hs, 32); vPanel is panel q (dimensions [32q, 32q+32)) of its
+// values: (BlockSize, 32).
+func (kv *PagedKV) kPanel(l, blk, h, q int) []float32 {
+	n := kv.cfg.HeadSize() * pgemm.Width
+	o := blk*kv.blockK() + (h*kv.kp+q)*n
+	return kv.k[l][o : o+n]
+}
+
+func (kv *PagedKV) vPanel(l, blk, h, q int) []float32 {
+	n := kv.BlockSize * pgemm.Width
+	o := blk*kv.blockV() + (h*kv.vp+q)*n
+	return kv.v[l][o : o+n]
 }
 
 // PagedEntry is one sequence's work in a ragged step: its tokens at
@@ -100,7 +133,7 @@ type PagedModel struct {
 	lin pagedLinears
 	// scratch, grown to the largest batch seen
 	x, h, qkv, y, t, f []float32
-	scores             []float32
+	scores, tile       []float32
 	rows               []int
 	hsel, logits       []float32
 }
@@ -114,7 +147,7 @@ func NewPagedModel(p *Params, kv *PagedKV) (*PagedModel, error) {
 	if kc := kv.cfg; kc.Vocab != cfg.Vocab || kc.Block != cfg.Block || kc.Layers != cfg.Layers || kc.Heads != cfg.Heads || kc.Embd != cfg.Embd {
 		return nil, fmt.Errorf("%w: paged KV made for %+v, params for %+v", ErrConfig, kc, cfg)
 	}
-	m := &PagedModel{cfg: cfg, p: p, kv: kv, scores: make([]float32, cfg.Block)}
+	m := &PagedModel{cfg: cfg, p: p, kv: kv}
 	m.lin = newPagedLinears(p)
 	return m, nil
 }
@@ -229,10 +262,14 @@ func (m *PagedModel) forward(entries []PagedEntry, all bool) ([]float32, error) 
 
 // attend writes each row's keys and values of layer l into the pool and
 // its attention over the positions up to its own into m.y (N, C):
-// softmax(q·kᵀ/√hs)·v per head, as CausalSoftmax and CausalApply compute.
+// softmax(q·kᵀ/√hs)·v per head, as CausalSoftmax and CausalApply compute,
+// one entry and head at a time: the scores of all its rows against one
+// block's keys are one pgemm tile, and so are their probabilities times
+// one block's values.
 func (m *PagedModel) attend(entries []PagedEntry, l int) {
 	C, H, hs := m.cfg.Embd, m.cfg.Heads, m.cfg.HeadSize()
-	K, Vv := m.kv.k[l], m.kv.v[l]
+	kv := m.kv
+	bs, W := kv.BlockSize, pgemm.Width
 	sc := float32(1 / math.Sqrt(float64(hs)))
 	r0 := 0
 	for i := range entries {
@@ -240,29 +277,45 @@ func (m *PagedModel) attend(entries []PagedEntry, l int) {
 		n := len(e.Tokens)
 		for j := range n { // every row's K and V first: a prefill's rows read each other's
 			row := m.qkv[(r0+j)*3*C : (r0+j+1)*3*C]
+			pos := e.Start + j
+			blk := int(e.Table[pos/bs])
 			for h := range H {
-				o := m.kv.slot(e.Table, h, e.Start+j)
-				copy(K[o:o+hs], row[C+h*hs:C+(h+1)*hs])
-				copy(Vv[o:o+hs], row[2*C+h*hs:2*C+(h+1)*hs])
+				kv.write(l, blk, h, pos%bs, row[C+h*hs:C+(h+1)*hs], row[2*C+h*hs:2*C+(h+1)*hs])
 			}
 		}
-		for j := range n {
-			pos := e.Start + j
-			q := m.qkv[(r0+j)*3*C : (r0+j+1)*3*C]
-			y := m.y[(r0+j)*C : (r0+j+1)*C]
-			for h := range H {
-				qh := q[h*hs : (h+1)*hs]
-				s := m.scores[:pos+1]
-				for p := range s {
-					o := m.kv.slot(e.Table, h, p)
-					s[p] = dot32(qh, K[o:o+hs])
+		nb := (e.Start + n + bs - 1) / bs // blocks the last row sees
+		ld := nb * bs                     // a row of scores
+		m.scores = grow(m.scores, n*ld)
+		m.tile = grow(m.tile, n*W)
+		S, tile := m.scores, m.tile
+		for h := range H {
+			q := m.qkv[r0*3*C+h*hs:]
+			for b := range nb {
+				blk := int(e.Table[b])
+				for p := 0; p*W < bs; p++ {
+					pgemm.Tile(tile, W, q, 3*C, n, hs, kv.kPanel(l, blk, h, p)) // (n, 32) = q·kᵀ
+					w := min(W, bs-p*W)
+					for j := range n {
+						copy(S[j*ld+b*bs+p*W:j*ld+b*bs+p*W+w], tile[j*W:j*W+w])
+					}
 				}
-				ops.SoftmaxPrefix(s, s, pos+1, sc)
-				yh := y[h*hs : (h+1)*hs]
-				clear(yh)
-				for p, w := range s {
-					o := m.kv.slot(e.Table, h, p)
-					axpy32(yh, w, Vv[o:o+hs])
+			}
+			for j := range n {
+				ops.SoftmaxPrefix(S[j*ld:(j+1)*ld], S[j*ld:(j+1)*ld], e.Start+j+1, sc)
+			}
+			for b := range nb {
+				blk := int(e.Table[b])
+				for p := 0; p*W < hs; p++ {
+					pgemm.Tile(tile, W, S[b*bs:], ld, n, bs, kv.vPanel(l, blk, h, p)) // (n, 32) = probs·v
+					w := min(W, hs-p*W)
+					for j := range n {
+						y := m.y[(r0+j)*C+h*hs+p*W : (r0+j)*C+h*hs+p*W+w]
+						if b == 0 {
+							copy(y, tile[j*W:j*W+w])
+						} else {
+							vec.Add(y, y, tile[j*W:j*W+w])
+						}
+					}
 				}
 			}
 		}
@@ -270,27 +323,3 @@ func (m *PagedModel) attend(entries []PagedEntry, l int) {
 	}
 }
 
-// dot32 is Σ a·b over len(a) in float32, four partial sums.
-func dot32(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// axpy32 is y += a·x.
-func axpy32(y []float32, a float32, x []float32) {
-	x = x[:len(y)]
-	for i := range y {
-		y[i] += a * x[i]
-	}
-}

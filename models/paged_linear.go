@@ -6,17 +6,32 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/pgemm"
 	"gptlab/internal/vec"
 )
 
 // paged_linear.go: the linear layers of the paged forward, y = x·Wᵀ + b
-// over the stacked rows of a ragged batch, on the BLAS every graph of the
-// process uses (blas.go).
+// over the stacked rows of a ragged batch. The weights are packed once
+// for internal/pgemm's kernels where they run (AVX-512): no call packs
+// anything, and a decode step's few rows cost no idle tile rows. Elsewhere
+// (or with GPTLAB_PGEMM=off) the products go to the BLAS every graph of
+// the process uses (blas.go).
 
-// pagedLinear is one linear layer: W [out, in] read in place, bias (out).
+// PagedKernel names what runs the paged forward's linear layers:
+// "pgemm/avx512" or the BLAS (BLAS()).
+func PagedKernel() string {
+	if pgemm.Available() {
+		return "pgemm/" + pgemm.Kernel()
+	}
+	return BLAS()
+}
+
+// pagedLinear is one linear layer: W [out, in] (read in place by the BLAS,
+// or packed), bias (out).
 type pagedLinear struct {
 	w, b    []float32
 	in, out int
+	packed  *pgemm.Packed // nil: the BLAS
 }
 
 // apply writes y (N, out) = x (N, in)·Wᵀ + b.
@@ -24,7 +39,11 @@ func (l *pagedLinear) apply(y, x []float32, N int) {
 	if N == 0 {
 		return
 	}
-	tensor.WhichBLAS().Sgemm(blas.NoTrans, blas.Trans, N, l.out, l.in, 1, x, l.in, l.w, l.in, 0, y, l.out)
+	if l.packed != nil {
+		l.packed.Mul(y, x, N)
+	} else {
+		tensor.WhichBLAS().Sgemm(blas.NoTrans, blas.Trans, N, l.out, l.in, 1, x, l.in, l.w, l.in, 0, y, l.out)
+	}
 	if l.b != nil {
 		vec.AddRow(y[:N*l.out], y[:N*l.out], l.b) // AddBias's kernel
 	}
@@ -48,6 +67,7 @@ func newPagedLinears(p *Params) pagedLinears {
 	C := cfg.Embd
 	lin := func(name string, in, out int, bias bool) pagedLinear {
 		l := pagedLinear{w: p.Slice(name + ".weight"), in: in, out: out}
+		l.pack()
 		if bias {
 			l.b = p.Slice(name + ".bias")
 		}
@@ -67,5 +87,19 @@ func newPagedLinears(p *Params) pagedLinears {
 	}
 	pl.lnfw, pl.lnfb = p.Slice("transformer.ln_f.weight"), p.Slice("transformer.ln_f.bias")
 	pl.head = pagedLinear{w: p.Slice("transformer.wte.weight"), in: C, out: cfg.Vocab}
+	pl.head.pack()
 	return pl
+}
+
+// pack packs the weights when the kernels run: a copy, so a PagedModel
+// reads the parameters as they were when it was made.
+func (l *pagedLinear) pack() {
+	if !pgemm.Available() {
+		return
+	}
+	pk, err := pgemm.Pack(l.w, l.out, l.in)
+	if err != nil {
+		panic(err) // shapes come from the parameters' own
+	}
+	l.packed = pk
 }
