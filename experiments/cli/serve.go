@@ -19,7 +19,7 @@ import (
 func init() {
 	RegisterCommand(&Command{
 		Name:  "serve",
-		Usage: "--model CKPT [--addr HOST:PORT] [--set key=value ...]",
+		Usage: "--model CKPT [--addr ADDR] [--set key=value ...]",
 		Short: "serve a checkpoint over OpenAI's HTTP API from the paged-KV engine",
 		Long: "POST /v1/completions and /v1/chat/completions (streaming as server-sent events), GET /v1/models, " +
 			"/health and /metrics (Prometheus, vLLM's names), from the paged-KV engine with continuous batching. " +
@@ -63,7 +63,7 @@ const maxDrain = interruptGrace - time.Second
 
 func serveCommand(fs *flag.FlagSet) Runner {
 	model := fs.String("model", "", "training checkpoint `CKPT`: model.safetensors of gpt train --out")
-	addr := fs.String("addr", "127.0.0.1:8000", "`HOST:PORT` to listen on")
+	addr := fs.String("addr", "127.0.0.1:8000", "address `ADDR` to listen on, HOST:PORT (port 0: any free port, printed at start)")
 	var sets lab.SetFlag
 	fs.Var(&sets, "set", "`key=value` override of a setting (repeatable; listed below)")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gptlab/reports"
 )
 
 var (
@@ -154,14 +156,30 @@ func TestServeEndToEnd(t *testing.T) {
 	} else if m := jsonMetrics(t, out); m["completed_requests"] != 24.0 || m["output_tokens"] != 24.0*8 {
 		t.Errorf("bench serve: %v completed, %v tokens; want 24 and 192", m["completed_requests"], m["output_tokens"])
 	}
+	outDir := t.TempDir()
+	code, out, errs = runMain("bench", "serve", "--url", url, "--set", "requests=8", "--set", "rate=200",
+		"--set", "prompt=fixed:3", "--set", "output=fixed:6", "--set", "alphabet=abc", "--out", outDir)
+	if code != 0 {
+		t.Errorf("bench serve --out: %d %s", code, errs)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if n := len([]rune(l)); n > reports.Width {
+			t.Errorf("bench serve's text has a line of %d columns: %q", n, l)
+		}
+	}
+	for _, f := range []string{"report.md", "report.json", "bench-serve-latency.svg", "bench-serve-timeline.png"} {
+		if !fileExists(filepath.Join(outDir, f)) {
+			t.Errorf("bench serve --out wrote no %s", f)
+		}
+	}
 	mresp, err := http.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	metrics, _ := io.ReadAll(mresp.Body)
 	mresp.Body.Close()
-	for _, s := range []string{`vllm:request_success_total{finished_reason="length",model_name="gptlab-tiny"} 26`,
-		`vllm:generation_tokens_total{model_name="gptlab-tiny"} 212`, `vllm:gpu_cache_usage_perc{model_name="gptlab-tiny"} 0`} {
+	for _, s := range []string{`vllm:request_success_total{finished_reason="length",model_name="gptlab-tiny"} 34`,
+		`vllm:generation_tokens_total{model_name="gptlab-tiny"} 260`, `vllm:gpu_cache_usage_perc{model_name="gptlab-tiny"} 0`} {
 		if !strings.Contains(string(metrics), s) {
 			t.Errorf("/metrics lacks %q", s)
 		}
