@@ -102,6 +102,10 @@ type Engine struct {
 	checks  int64
 	async   async
 	midStep func() // tests: called while a batch is in flight
+	// Replay's hooks: after the batch completes, before its events; each
+	// token sent; each request finished by length.
+	beforeEvents      func()
+	onToken, onFinish func(h *Handle)
 }
 
 // counts are the engine's running totals.
@@ -313,6 +317,9 @@ func (e *Engine) Step() (StepInfo, error) {
 	}
 	e.sched.Complete(b)
 	e.counts.iterations++
+	if e.beforeEvents != nil {
+		e.beforeEvents()
+	}
 	if err != nil { // a bug, not a request's fault: end what ran
 		for i := range b.Entries {
 			if h := e.owners[i]; !h.ended {
@@ -341,9 +348,15 @@ func (e *Engine) Step() (StepInfo, error) {
 		if h.out != nil {
 			h.out <- Event{Token: en.Token}
 		}
+		if e.onToken != nil {
+			e.onToken(h)
+		}
 	}
 	for _, s := range b.Finished {
 		if h := e.handleOf(s); !h.ended {
+			if e.onFinish != nil {
+				e.onFinish(h)
+			}
 			e.end(h, FinishLength, nil)
 		}
 	}

@@ -322,4 +322,3 @@ func (m *PagedModel) attend(entries []PagedEntry, l int) {
 		r0 += n
 	}
 }
-

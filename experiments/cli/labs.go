@@ -11,6 +11,7 @@ import (
 	"gptlab/experiments/precision"
 	"gptlab/experiments/reuse"
 	"gptlab/experiments/serving"
+	"gptlab/experiments/servingengine"
 	"gptlab/experiments/tensorparallel"
 )
 
@@ -27,7 +28,7 @@ var labs = []*lab.Lab{
 	dataparallel.Lab,
 	tensorparallel.Lab,
 	serving.Lab,
-	lab.Planned("serving-engine", "one serving policy on the real model"),
+	servingengine.Lab,
 }
 
 // Labs returns every lab in the design's order, built or not.

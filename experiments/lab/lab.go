@@ -5,8 +5,8 @@
 // exit-status contract (ErrUsage: exit 2; ErrInterrupted: exit 130;
 // ErrInternal: exit 3), the statistics labs share, the GPT training
 // settings the gpt and precision labs and `gptlab gpt train` share, the
-// checkpointing policies, the progress bar and the multi-process runner
-// (OnRanks).
+// checkpointing policies, the progress bar, the multi-process runner
+// (OnRanks) and the runner of the PyTorch peers beside a lab (RunPeer).
 //
 // Adding a lab: a package under experiments/ that exports
 //

@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"gptlab/serving"
+)
+
+// TestReplay serves a generated workload on the wall clock: every request
+// completes with its output length, the recorder agrees, and every
+// iteration is measured.
+func TestReplay(t *testing.T) {
+	f := newFixture(t, "small")
+	e, err := New(f.p, Config{BlockSize: 8, Blocks: 64, Caching: true, Policy: "continuous", MaxSeqs: 8, MaxTokens: 32, Chunked: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := serving.ParseLengths("uniform:2:20")
+	o, _ := serving.ParseLengths("uniform:2:20")
+	reqs, err := serving.Workload{N: 30, Rate: 2000, Prompt: p, Output: o, Groups: 2, PrefixLen: 8, Seed: 1}.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Replay(context.Background(), e, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := res.Rec.Summary(serving.SLO{})
+	var out int64
+	for _, r := range reqs {
+		out += int64(r.Output)
+	}
+	if sum.Completed != len(reqs) || sum.OutputTokens != out {
+		t.Fatalf("%d of %d completed, %d of %d tokens", sum.Completed, len(reqs), sum.OutputTokens, out)
+	}
+	if int64(len(res.Iters)) != e.counts.iterations || sum.TTFT.Median <= 0 || sum.E2E.P90 < sum.TTFT.Median {
+		t.Fatalf("%d iterations measured of %d; TTFT %+v, E2E %+v", len(res.Iters), e.counts.iterations, sum.TTFT, sum.E2E)
+	}
+	if e.blocks.Stats().HitTokens == 0 {
+		t.Fatal("the shared prefixes were never found in the cache")
+	}
+	checkFree(t, e)
+}

@@ -1,0 +1,284 @@
+package servingengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"gptlab/engine"
+	"gptlab/experiments/lab"
+	"gptlab/models"
+	"gptlab/reports"
+	"gptlab/serving"
+)
+
+// ---- correctness ---------------------------------------------------------
+
+// correctness serves random requests in mixed batches and compares each
+// with models.Sampler decoding it alone (greedy), then forces recompute
+// and swap preemptions with a pool barely larger than one window.
+func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
+	var chars strings.Builder
+	for i := range el.mcfg.Vocab {
+		chars.WriteRune(rune(' ' + i))
+	}
+	tok, err := models.TokenizerFromChars(chars.String())
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(uint64(el.opt.Seed), 0xe9))
+	var reqs []engine.Request
+	for range 8 {
+		P := 1 + rng.IntN(30)
+		q := engine.Request{MaxTokens: 1 + rng.IntN(el.mcfg.Block-P)}
+		for range P {
+			q.Prompt = append(q.Prompt, int32(rng.IntN(el.mcfg.Vocab)))
+		}
+		reqs = append(reqs, q)
+	}
+	alone := make([][]int32, len(reqs))
+	s, err := models.NewSampler(el.params, tok)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for i, q := range reqs {
+		text, err := s.Generate(tok.Decode(q.Prompt), models.SampleConfig{Tokens: q.MaxTokens})
+		if err != nil {
+			return err
+		}
+		if alone[i], err = tok.Encode(text); err != nil {
+			return err
+		}
+	}
+	serve := func(c engine.Config) ([][]int32, serving.SchedStats, error) {
+		c.Check = true
+		e, err := el.engine(c)
+		if err != nil {
+			return nil, serving.SchedStats{}, err
+		}
+		var hs []*engine.Handle
+		for _, q := range reqs {
+			h, err := e.Add(q)
+			if err != nil {
+				return nil, serving.SchedStats{}, err
+			}
+			hs = append(hs, h)
+		}
+		if err := drain(ctx, e); err != nil {
+			return nil, serving.SchedStats{}, err
+		}
+		el.finish(e, "correctness")
+		var out [][]int32
+		for _, h := range hs {
+			out = append(out, slices.Clone(h.Tokens()))
+		}
+		return out, e.Scheduler().Stats(), nil
+	}
+	t := r.AddTable("Correctness: 8 random requests, each against models.Sampler decoding it alone (greedy)",
+		reports.Text("engine"), reports.Int("pool blocks"), reports.Int("preemptions"), reports.Int("swaps"),
+		reports.Int("recomputed"), reports.Text("outputs equal"))
+	tiny := el.mcfg.Block/el.cfg.BlockSize + 2
+	for _, c := range []struct {
+		name string
+		cfg  engine.Config
+	}{
+		{"continuous, chunks of 16, prefix caching", engine.Config{Policy: "continuous", MaxSeqs: 8, MaxTokens: 16, Chunked: true, Caching: true}},
+		{"fixed batches of 4", engine.Config{Policy: "fixed", MaxSeqs: 4}},
+		{"tiny pool, recompute", engine.Config{Policy: "continuous", Blocks: tiny, MaxSeqs: 8, MaxTokens: 64, Chunked: true}},
+		{"tiny pool, swap", engine.Config{Policy: "continuous", Blocks: tiny, HostBlocks: 8 * tiny, Swap: true, MaxSeqs: 8, MaxTokens: 64, Chunked: true}},
+	} {
+		out, st, err := serve(c.cfg)
+		if errors.Is(err, serving.ErrInvariant) {
+			r.Check("invariants held", false, "%s: %v", c.name, err)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		equal := slices.EqualFunc(out, alone, slices.Equal[[]int32])
+		blocks := c.cfg.Blocks
+		if blocks == 0 {
+			blocks = el.cfg.Blocks
+		}
+		t.Row(c.name, blocks, st.Preemptions, st.Swaps, st.Recomputed, fmt.Sprint(equal))
+		r.Check("greedy output equals decoding alone: "+c.name, equal, "8 requests, every token equal to models.Sampler's (--temperature 0)")
+		if c.cfg.Blocks == tiny {
+			forced := st.Preemptions > 0 && (st.Swaps > 0) == c.cfg.Swap
+			r.Check("a preempted request resumes to the same tokens: "+c.name, forced && equal,
+				"%d preemptions (%d swaps, %d tokens recomputed) in a pool of %d blocks", st.Preemptions, st.Swaps, st.Recomputed, tiny)
+		}
+	}
+	r.Check("invariants held", el.checks > 0, "serving's checker after every iteration of the correctness runs: %d checks", el.checks)
+	return nil
+}
+
+// ---- throughput ----------------------------------------------------------
+
+// decodeRun serves B requests of the given prompt and length and returns
+// the decode tokens/s (decode-only iterations) and the seconds per decode
+// iteration, best of the repeats.
+func (el *engineLab) decodeRun(ctx context.Context, B, prompt, tokens int) (tps, step float64, err error) {
+	rng := rand.New(rand.NewPCG(uint64(el.opt.Seed), uint64(B)))
+	for range el.cfg.Repeats {
+		e, err := el.engine(engine.Config{Policy: "continuous", MaxSeqs: B, MaxTokens: max(B*prompt, el.mcfg.Block), Chunked: true})
+		if err != nil {
+			return 0, 0, err
+		}
+		for range B {
+			q := engine.Request{MaxTokens: tokens, Prompt: make([]int32, prompt)}
+			for i := range q.Prompt {
+				q.Prompt[i] = int32(rng.IntN(el.mcfg.Vocab))
+			}
+			if _, err := e.Add(q); err != nil {
+				return 0, 0, err
+			}
+		}
+		var steps []float64 // seconds of each decode-only iteration
+		for !e.Idle() {
+			if err := ctx.Err(); err != nil {
+				return 0, 0, err
+			}
+			t0 := time.Now()
+			info, err := e.Step()
+			d := time.Since(t0).Seconds()
+			if err != nil {
+				return 0, 0, err
+			}
+			if info.Work.PrefillTokens == 0 && info.Sampled == B {
+				steps = append(steps, d)
+			}
+		}
+		el.finish(e, fmt.Sprintf("decode b%d", B))
+		if len(steps) > 0 {
+			if m := lab.Median(steps); float64(B)/m > tps {
+				tps, step = float64(B)/m, m
+			}
+		}
+	}
+	return tps, step, nil
+}
+
+// decode measures decode throughput against batch size beside PyTorch
+// and returns the seconds per decode iteration at batch 32 (or the
+// nearest batch measured).
+func (el *engineLab) decode(ctx context.Context, r *reports.Report) (float64, error) {
+	cfg := el.cfg
+	t := r.AddTable(fmt.Sprintf("Decode throughput: prompt %d, %d tokens per sequence, 1 thread", cfg.Prompt, cfg.Tokens),
+		reports.Int("batch"), reports.Float("engine tok/s", 0), reports.Float("step (µs)", 1),
+		reports.Float("PyTorch tok/s", 0), reports.Float("speedup", 2))
+	var step32 float64
+	best := 1 << 30
+	var peerErr error
+	speedup := map[int]float64{}
+	for _, B := range cfg.Batches {
+		tps, step, err := el.decodeRun(ctx, B, cfg.Prompt, cfg.Tokens)
+		if err != nil {
+			return 0, err
+		}
+		if d := abs(B - 32); d < best {
+			best, step32 = d, step
+		}
+		var torch any = "-"
+		var sp any = "-"
+		if peerErr == nil && slices.Contains(cfg.Torch, B) {
+			v, err := el.peer(ctx, B, cfg.Prompt, cfg.Tokens)
+			switch {
+			case err == nil:
+				torch, sp, speedup[B] = v, tps/v, tps/v
+			case errNoPeer(err):
+				peerErr = err
+			default:
+				return 0, err
+			}
+		}
+		t.Row(B, tps, 1e6*step, torch, sp)
+		if B == 1 || B == 32 {
+			r.Metric(fmt.Sprintf("decode_tokens_per_s_b%d", B), tps)
+		}
+	}
+	t.Note("Tokens/s is the batch over the median time of a decode-only iteration (B tokens; the prefill excluded; the median, not the mean, so that an iteration descheduled on a shared machine does not count), best of %d; torch_infer.py decode counts B*(K-1) tokens over its whole decode loop, best of 3. PyTorch: ../shared/peer/torch_infer.py, eager, greedy, KV cache by torch.cat, %d thread(s).", cfg.Repeats, cfg.Threads)
+	if peerErr != nil {
+		r.Note("PyTorch columns left out: %v.", peerErr)
+		return step32, nil
+	}
+	for _, c := range []struct {
+		B      int
+		target float64
+	}{{1, 4}, {32, 3}} {
+		v, ok := speedup[c.B]
+		if !ok {
+			continue
+		}
+		r.Metric(fmt.Sprintf("decode_speedup_vs_torch_b%d", c.B), v)
+		r.TimedCheck(fmt.Sprintf("decode at batch %d at least %gx PyTorch", c.B, c.target), v >= c.target, "%.2fx (same run, %d thread(s))", v, cfg.Threads)
+	}
+	return step32, nil
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// contexts measures batch-8 decode throughput at each context length.
+func (el *engineLab) contexts(ctx context.Context, r *reports.Report) error {
+	t := r.AddTable("Decode throughput against context length: batch 8, 4 decodes from each context",
+		reports.Int("context"), reports.Float("engine tok/s", 0), reports.Float("step (µs)", 1))
+	for _, c := range el.cfg.Contexts {
+		tps, step, err := el.decodeRun(ctx, 8, c, 5)
+		if err != nil {
+			return err
+		}
+		t.Row(c, tps, 1e6*step)
+	}
+	return nil
+}
+
+// prefill measures prefill throughput against the chunk size: 16 prompts
+// of a window less 4, one output token each, so every iteration prefills.
+func (el *engineLab) prefill(ctx context.Context, r *reports.Report) (float64, error) {
+	P := el.mcfg.Block - 4
+	t := r.AddTable(fmt.Sprintf("Prefill throughput against chunk size: 16 prompts of %d tokens", P),
+		reports.Int("chunk (tokens)"), reports.Float("prefill tok/s", 0), reports.Int("iterations"))
+	rng := rand.New(rand.NewPCG(uint64(el.opt.Seed), 0x9f))
+	var bestTPS float64
+	for _, chunk := range el.cfg.Chunks {
+		var tps float64
+		var iters int64
+		for range el.cfg.Repeats {
+			e, err := el.engine(engine.Config{Policy: "continuous", MaxSeqs: 16, MaxTokens: chunk, Chunked: true})
+			if err != nil {
+				return 0, err
+			}
+			for range 16 {
+				q := engine.Request{MaxTokens: 1, Prompt: make([]int32, P)}
+				for i := range q.Prompt {
+					q.Prompt[i] = int32(rng.IntN(el.mcfg.Vocab))
+				}
+				if _, err := e.Add(q); err != nil {
+					return 0, err
+				}
+			}
+			t0 := time.Now()
+			if err := drain(ctx, e); err != nil {
+				return 0, err
+			}
+			if v := float64(16*P) / time.Since(t0).Seconds(); v > tps {
+				tps = v
+			}
+			iters = e.Scheduler().Stats().Iterations
+			el.finish(e, fmt.Sprintf("prefill chunk %d", chunk))
+		}
+		t.Row(chunk, tps, iters)
+		bestTPS = max(bestTPS, tps)
+	}
+	r.Metric("prefill_tokens_per_s", bestTPS)
+	return bestTPS, nil
+}

@@ -1,0 +1,227 @@
+// Package servingengine is the serving-engine lab: the paged-KV engine
+// (package engine) serving a GPT under serving's own schedulers and block
+// manager, measured as serving people measure it: output tokens/s against
+// batch size and context, prefill tokens/s against chunk size, TTFT, TPOT,
+// ITL and E2E against arrival rate on the wall clock, PyTorch's KV-cached
+// eager decoding beside it, serving's simulator calibrated on the engine,
+// and fixed against continuous batching on the engine. Its checks are the
+// engine's correctness (greedy equality with decoding alone, preemption
+// equality, blocks free after load, invariants) and the issue's targets.
+package servingengine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"gptlab/engine"
+	"gptlab/experiments/lab"
+	"gptlab/models"
+	"gptlab/reports"
+	"gptlab/serving"
+)
+
+type engineConfig struct {
+	Model      string        `set:"model" help:"GPT preset served (random weights from --seed: throughput does not depend on them)"`
+	Batches    []int         `set:"batches" help:"decode batch sizes"`
+	Torch      []int         `set:"torch" help:"batch sizes PyTorch runs at too"`
+	Prompt     int           `set:"prompt" help:"decode sweep: prompt tokens per sequence"`
+	Tokens     int           `set:"tokens" help:"decode sweep: tokens generated per sequence"`
+	Contexts   []int         `set:"contexts" help:"context lengths of the context sweep (batch 8)"`
+	Chunks     []int         `set:"chunks" help:"prefill chunk sizes (tokens per iteration)"`
+	Repeats    int           `set:"repeats" help:"timed repetitions of each throughput point (best kept)"`
+	Requests   int           `set:"requests" help:"requests per latency run"`
+	Loads      []float64     `set:"loads" help:"arrival rates as fractions of the engine's measured capacity"`
+	PromptLens string        `set:"prompt-lens" help:"latency runs' prompt lengths (serving's forms)"`
+	OutputLens string        `set:"output-lens" help:"latency runs' output lengths"`
+	BlockSize  int           `set:"block-size" help:"tokens per KV block"`
+	Blocks     int           `set:"blocks" help:"device blocks in the KV pool"`
+	MaxSeqs    int           `set:"max-seqs" help:"continuous: sequences running at once; fixed: the batch"`
+	MaxTokens  int           `set:"max-tokens" help:"continuous: tokens per iteration (chunked prefill)"`
+	SLOTTFT    time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 25 mixed iterations, see the report)"`
+	SLOTPOT    time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 mixed iterations)"`
+	Threads    int           `set:"threads" help:"PyTorch's threads (the engine runs on one)"`
+}
+
+var engineDefaults = engineConfig{
+	Model: "baby", Batches: []int{1, 8, 32, 64}, Torch: []int{1, 8, 32, 64}, Prompt: 1, Tokens: 63, Contexts: []int{8, 16, 32, 56},
+	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.25, 0.5, 0.75, 1, 1.25, 1.5},
+	PromptLens: "uniform:4:32", OutputLens: "uniform:4:32", BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
+	MaxTokens: 64, Threads: 1,
+}
+
+// Lab is the serving-engine lab.
+var Lab = lab.New("serving-engine", "one serving policy on the real model", engineDefaults, engineQuick, runEngine)
+
+// engineQuick keeps every section with fewer points and requests.
+func engineQuick(c *engineConfig) {
+	c.Repeats, c.Requests, c.Contexts, c.Chunks, c.Loads = 1, 60, []int{8, 48}, []int{16, 64}, []float64{0.4, 0.8, 1.2}
+	c.Torch = []int{1, 32}
+}
+
+type engineLab struct {
+	cfg    *engineConfig
+	opt    lab.Options
+	mcfg   models.Config
+	params *models.Params
+	prompt serving.Lengths
+	output serving.Lengths
+	runs   int // engine runs whose blocks were checked free at the end
+	leaks  []string
+	checks int64 // invariant checks after iterations
+}
+
+func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*reports.Report, error) {
+	el, err := newEngineLab(cfg, opt)
+	if err != nil {
+		return nil, err
+	}
+	r := reports.New("serving-engine", "Serving on the real model: the paged-KV engine under serving's schedulers")
+	var step32, prefillTPS float64
+	for _, s := range []struct {
+		name string
+		run  func() error
+	}{
+		{"correctness", func() error { return el.correctness(ctx, r) }},
+		{"decode", func() (err error) { step32, err = el.decode(ctx, r); return err }},
+		{"contexts", func() error { return el.contexts(ctx, r) }},
+		{"prefill", func() (err error) { prefillTPS, err = el.prefill(ctx, r); return err }},
+		{"latency", func() error { return el.latency(ctx, r, step32, prefillTPS) }},
+	} {
+		t0 := time.Now()
+		if err := s.run(); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(opt.Log, "serving-engine: %s took %.1f s\n", s.name, time.Since(t0).Seconds())
+	}
+	r.Check("blocks free after every run", len(el.leaks) == 0, "%d engine runs end with every device and host block free or cached%s", el.runs, fmtLeaks(el.leaks))
+	r.Note("The model is %s with random weights from --seed (%d layers, %d heads, width %d, window %d): throughput and latency do not depend on the weights, and the correctness checks compare the engine with models' own decoding of the same weights. The engine runs on one goroutine; its linear layers and attention run on %s. The machine may be shared: timings are best-of-%d where repeated, and ratios are measured within one run.",
+		cfg.Model, el.mcfg.Layers, el.mcfg.Heads, el.mcfg.Embd, el.mcfg.Block, models.PagedKernel(), cfg.Repeats)
+	return r, nil
+}
+
+func fmtLeaks(l []string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	return "; " + fmt.Sprint(l)
+}
+
+func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
+	mcfg, err := models.Preset(cfg.Model)
+	if err != nil {
+		return nil, lab.Usagef("--set model=%s: %v", cfg.Model, err)
+	}
+	bad := func(xs []int, lo, hi int) bool {
+		return len(xs) == 0 || slices.ContainsFunc(xs, func(x int) bool { return x < lo || x > hi })
+	}
+	switch {
+	case bad(cfg.Batches, 1, 256):
+		return nil, lab.Usagef("--set batches=%v: want batch sizes of 1 to 256", cfg.Batches)
+	case cfg.Prompt < 1 || cfg.Tokens < 2 || cfg.Prompt+cfg.Tokens > mcfg.Block:
+		return nil, lab.Usagef("--set prompt=%d tokens=%d: want a prompt >= 1 and >= 2 tokens within the window of %d", cfg.Prompt, cfg.Tokens, mcfg.Block)
+	case bad(cfg.Contexts, 1, mcfg.Block-4):
+		return nil, lab.Usagef("--set contexts=%v: want contexts of 1 to %d (4 decodes must fit the window)", cfg.Contexts, mcfg.Block-4)
+	case bad(cfg.Chunks, 1, 4096):
+		return nil, lab.Usagef("--set chunks=%v: want chunk sizes of 1 to 4096 tokens", cfg.Chunks)
+	case cfg.Repeats < 1 || cfg.Repeats > 100:
+		return nil, lab.Usagef("--set repeats=%d: want 1 to 100", cfg.Repeats)
+	case cfg.Requests < 10 || cfg.Requests > 100000:
+		return nil, lab.Usagef("--set requests=%d: want 10 to 100000", cfg.Requests)
+	case len(cfg.Loads) < 3 || slices.ContainsFunc(cfg.Loads, func(x float64) bool { return !(x > 0 && x <= 100) }) || !slices.IsSorted(cfg.Loads):
+		return nil, lab.Usagef("--set loads=%v: want three or more increasing fractions in (0, 100]", cfg.Loads)
+	case cfg.BlockSize < 1 || cfg.BlockSize > 1024 || cfg.Blocks < 1 || cfg.Blocks > 1<<20:
+		return nil, lab.Usagef("--set block-size=%d blocks=%d: want 1 to 1024 tokens and 1 to 1048576 blocks", cfg.BlockSize, cfg.Blocks)
+	case cfg.MaxSeqs < 1 || cfg.MaxSeqs > 4096 || cfg.MaxTokens < 1 || cfg.MaxTokens > 1<<16:
+		return nil, lab.Usagef("--set max-seqs=%d max-tokens=%d: want 1 to 4096 and 1 to 65536", cfg.MaxSeqs, cfg.MaxTokens)
+	case cfg.SLOTTFT < 0 || cfg.SLOTPOT < 0:
+		return nil, lab.Usagef("--set slo-ttft=%v slo-tpot=%v: want limits >= 0 (0: derived)", cfg.SLOTTFT, cfg.SLOTPOT)
+	case cfg.Threads < 1 || cfg.Threads > 256:
+		return nil, lab.Usagef("--set threads=%d: want 1 to 256", cfg.Threads)
+	}
+	el := &engineLab{cfg: cfg, opt: opt, mcfg: mcfg, params: models.NewParams(mcfg, opt.Seed)}
+	if el.prompt, err = serving.ParseLengths(cfg.PromptLens); err != nil {
+		return nil, lab.Usagef("--set prompt-lens=%s: %v", cfg.PromptLens, err)
+	}
+	if el.output, err = serving.ParseLengths(cfg.OutputLens); err != nil {
+		return nil, lab.Usagef("--set output-lens=%s: %v", cfg.OutputLens, err)
+	}
+	if el.prompt.Hi+el.output.Hi > mcfg.Block {
+		return nil, lab.Usagef("--set prompt-lens=%s output-lens=%s: the longest request, %d tokens, exceeds the window of %d", cfg.PromptLens, cfg.OutputLens, el.prompt.Hi+el.output.Hi, mcfg.Block)
+	}
+	if _, err := el.engine(engine.Config{Policy: "continuous", MaxSeqs: cfg.MaxSeqs, MaxTokens: cfg.MaxTokens, Chunked: true}); err != nil {
+		return nil, lab.Usagef("%v", err)
+	}
+	return el, nil
+}
+
+// engine makes an engine over the lab's pool with c's policy.
+func (el *engineLab) engine(c engine.Config) (*engine.Engine, error) {
+	if c.BlockSize == 0 {
+		c.BlockSize = el.cfg.BlockSize
+	}
+	if c.Blocks == 0 {
+		c.Blocks = el.cfg.Blocks
+	}
+	return engine.New(el.params, c)
+}
+
+// finish checks that a run left every block free and counts its checks.
+func (el *engineLab) finish(e *engine.Engine, what string) {
+	el.runs++
+	el.checks += e.Checks()
+	b := e.Scheduler().Blocks()
+	if err := b.Check(nil); err != nil || b.Used() != 0 || b.HostUsed() != 0 {
+		el.leaks = append(el.leaks, fmt.Sprintf("%s: %d device, %d host blocks used (%v)", what, b.Used(), b.HostUsed(), err))
+	}
+}
+
+// drain steps e until idle.
+func drain(ctx context.Context, e *engine.Engine) error {
+	for !e.Idle() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := e.Step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peer runs torch_infer.py decode and returns its tokens/s, or the reason
+// it could not run (lab.ErrNoPeer) as an error.
+func (el *engineLab) peer(ctx context.Context, batch, prompt, tokens int) (float64, error) {
+	m := el.mcfg
+	lines, err := lab.RunPeer(ctx, "torch_infer.py", "decode", "--batch", strconv.Itoa(batch), "--prompt", strconv.Itoa(prompt),
+		"--tokens", strconv.Itoa(tokens), "--vocab", strconv.Itoa(m.Vocab), "--block", strconv.Itoa(m.Block),
+		"--layers", strconv.Itoa(m.Layers), "--heads", strconv.Itoa(m.Heads), "--embd", strconv.Itoa(m.Embd),
+		"--threads", strconv.Itoa(el.cfg.Threads))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range lines {
+		var v struct {
+			TPS float64 `json:"decode_tokens_per_s"`
+		}
+		if json.Unmarshal(l, &v) == nil && v.TPS > 0 {
+			return v.TPS, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: torch_infer.py printed no decode_tokens_per_s", lab.ErrNoPeer)
+}
+
+// errNoPeer reports whether err means the peer is absent (not a failure).
+func errNoPeer(err error) bool { return errors.Is(err, lab.ErrNoPeer) }
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
