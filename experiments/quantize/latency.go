@@ -18,8 +18,19 @@ import (
 	"gptlab/models"
 )
 
-// timing is a latency's median and 95th percentile.
-type timing struct{ p50, p95 time.Duration }
+// timing is a latency's median and 95th percentile, and its runs in the
+// order they ran (nil for PyTorch's, which reports only the two): the
+// rounds of the timed checks.
+type timing struct {
+	p50, p95 time.Duration
+	runs     []time.Duration
+}
+
+// quantiles is the timing of the runs ts (as torch_infer.py computes it).
+func quantiles(ts []time.Duration) timing {
+	sorted := slices.Sorted(slices.Values(ts))
+	return timing{sorted[len(sorted)/2], sorted[min(len(sorted)-1, int(0.95*float64(len(sorted))))], ts}
+}
 
 // timeRuns runs f a tenth of runs (at least 10) untimed, then runs times,
 // and returns the p50 and p95 (as torch_infer.py computes them).
@@ -37,8 +48,7 @@ func timeRuns(runs int, f func() error) (timing, error) {
 		}
 		ts[i] = time.Since(t0)
 	}
-	slices.Sort(ts)
-	return timing{ts[len(ts)/2], ts[min(len(ts)-1, int(0.95*float64(len(ts))))]}, nil
+	return quantiles(ts), nil
 }
 
 // Our three ways to multiply, in the order of every [3]timing.
@@ -196,8 +206,7 @@ func timeDecode(runs int, d *models.Decoder, idx []int32) (timing, error) {
 			ts = append(ts, time.Since(t0))
 		}
 	}
-	slices.Sort(ts)
-	return timing{ts[len(ts)/2], ts[min(len(ts)-1, int(0.95*float64(len(ts))))]}, nil
+	return quantiles(ts), nil
 }
 
 func addBias(y, b []float32) {
@@ -241,7 +250,7 @@ func (s *latencySet) torchRows(ctx context.Context) {
 			s.torchErr = fmt.Errorf("torch_infer.py: %w", err)
 			return
 		}
-		t := &[2]timing{{us(r.F32p50), us(r.F32p95)}, {us(r.I8p50), us(r.I8p95)}}
+		t := &[2]timing{{p50: us(r.F32p50), p95: us(r.F32p95)}, {p50: us(r.I8p50), p95: us(r.I8p95)}}
 		s.engine = r.Engine
 		if r.Layer == "forward" {
 			s.torchFwd = t
