@@ -76,6 +76,15 @@ var artifacts = []artifact{
 			func(v []float64) string {
 				return fmt.Sprintf("quality: val loss %.4f against f32's %.4f (%+.2f%%)", v[1], v[0], 100*(v[1]/v[0]-1))
 			}},
+		{"quantize", []string{"linear_weight_bytes_f32", "linear_weight_bytes_int8", "val_ppl_f32", "val_ppl_int8", "top1_agreement"},
+			func(v []float64) string {
+				return fmt.Sprintf("int8 linear weights %.2fx smaller (%s to %s), perplexity %+.3f%%, top-1 agreement %.2f%%",
+					v[0]/v[1], reports.FormatBytes(v[0]), reports.FormatBytes(v[1]), 100*(v[3]/v[2]-1), 100*v[4])
+			}},
+		{"quantize", []string{"m1_latency_ratio_int8_vs_f32", "m64_latency_ratio_int8_vs_f32"},
+			func(v []float64) string {
+				return fmt.Sprintf("int8 linear layers at %.2fx f32's time at M=1, %.2fx at M=64", v[0], v[1])
+			}},
 	}},
 	{name: "a verified parallel update", labs: []string{"data-parallel", "tensor-parallel"}, evidence: []evidence{
 		{"data-parallel", []string{"param_max_abs_diff", "max_rel_diff_equal"},
@@ -100,6 +109,14 @@ var artifacts = []artifact{
 		{"serving", []string{"kv_waste_paged_ratio", "kv_waste_contiguous_ratio"},
 			func(v []float64) string {
 				return fmt.Sprintf("KV memory wasted: paged %.1f%%, contiguous %.1f%%", 100*v[0], 100*v[1])
+			}},
+		{"serving-engine", []string{"decode_tokens_per_s_b1", "decode_tokens_per_s_b32", "prefill_tokens_per_s"},
+			func(v []float64) string {
+				return fmt.Sprintf("the paged-KV engine on the GPT: decode %.0f tokens/s at batch 1, %.0f at 32; prefill %.0f tokens/s", v[0], v[1], v[2])
+			}},
+		{"serving-engine", []string{"goodput_ratio_continuous_vs_fixed"},
+			func(v []float64) string {
+				return fmt.Sprintf("engine: continuous %.2fx fixed's goodput at fixed's peak rate", v[0])
 			}},
 	}},
 }
