@@ -4,6 +4,7 @@ import (
 	"image/color"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -76,7 +77,12 @@ func (l *PointLabels) Plot(c draw.Canvas, p *plot.Plot) {
 	l.Dropped = 0
 	for _, g := range groups {
 		txt := strings.Join(g.names, " = ")
-		w, h := sty.Width(txt), sty.Height(txt)
+		// The box reserved is at least half an em a character wide and
+		// a point larger all round than the font's own measure: a reader
+		// (and the figures' overlap test, which estimates boxes from the
+		// SVG's text) sees labels apart, not touching.
+		w := max(sty.Width(txt), sty.Font.Size*vg.Length(0.55*float64(utf8.RuneCountInString(txt)))) + 2
+		h := sty.Height(txt) + 2
 		gap := vg.Length(4)
 		var placed bool
 		for _, far := range []vg.Length{1, 2.5, 4.5} {
@@ -89,7 +95,7 @@ func (l *PointLabels) Plot(c draw.Canvas, p *plot.Plot) {
 					continue
 				}
 				taken = append(taken, box)
-				c.FillText(sty, box.Min, txt)
+				c.FillText(sty, box.Min.Add(vg.Point{X: 1, Y: 1}), txt)
 				placed = true
 				break
 			}
