@@ -3,6 +3,7 @@ package cli
 import (
 	"gptlab/internal/bf16gemm"
 	"gptlab/internal/crc32c"
+	"gptlab/internal/qgemm"
 	"gptlab/internal/vec"
 	"gptlab/models"
 	"gptlab/precision"
@@ -19,6 +20,8 @@ func init() {
 	reports.NameKernel("scaler checks", func() string { return precision.Kernels()["check"] })
 	reports.NameKernel("bf16 matmul", bf16gemm.Path)
 	reports.NameKernel("crc32c", crc32c.Kernel)
+	reports.NameKernel("int8 matmul", qgemm.Kernels)
+	reports.NameKernel("paged decode", models.PagedKernel)
 }
 
 // encDec is a format's conversion kernels: "avx512", or encode/decode
