@@ -45,6 +45,10 @@ var artifacts = []artifact{
 			func(v []float64) string {
 				return fmt.Sprintf("random instances: search at worst %.3fx the bound (best fit %.2fx)", v[0], v[1])
 			}},
+		{"reuse", []string{"minimalloc_fit", "minimalloc_instances"},
+			func(v []float64) string {
+				return fmt.Sprintf("MiniMalloc's benchmark: search fits %.0f of its %.0f instances in their capacity", v[0], v[1])
+			}},
 	}},
 	{name: "checkpointing", labs: []string{"checkpoint"}, evidence: []evidence{
 		{"checkpoint", []string{"grads_bitwise_equal"},
@@ -195,7 +199,7 @@ func artifactRows(ran map[string]*reports.Report, failed map[string]bool, quick 
 					continue
 				}
 				if r.Metrics.Has(m) {
-					lack = fmt.Sprintf("(%s: %s not measured on this machine)", e.lab, m)
+					lack = fmt.Sprintf("(%s: %s not measured in this run; its notes say why)", e.lab, m)
 				} else {
 					row.missing = append(row.missing, e.lab+": "+m)
 					lack = fmt.Sprintf("(%s reports no %s)", e.lab, m)

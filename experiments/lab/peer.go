@@ -85,17 +85,41 @@ func peerScript(script string) (string, error) {
 		}
 		return p, nil
 	}
+	p, err := Shared(filepath.Join("peer", script))
+	if err != nil {
+		return "", fmt.Errorf("%w: %w (set GPTLAB_PEER_DIR)", ErrNoPeer, err)
+	}
+	return p, nil
+}
+
+// ErrNoShared marks a file of the shared directory that is not here.
+var ErrNoShared = errors.New("shared data not found")
+
+// Shared finds rel (a path such as "data/minimalloc") in the shared
+// directory: $GPTLAB_SHARED_DIR, else the first shared/ beside the working
+// directory or one of its parents (../shared from the repository's root,
+// also from a package's directory in its tests). Its data are not part of
+// the repository, so a lab that uses them says so when they are absent;
+// the error wraps ErrNoShared.
+func Shared(rel string) (string, error) {
+	if dir := os.Getenv("GPTLAB_SHARED_DIR"); dir != "" {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w: GPTLAB_SHARED_DIR has no %s", ErrNoShared, rel)
+		}
+		return p, nil
+	}
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrNoPeer, err)
+		return "", fmt.Errorf("%w: %v", ErrNoShared, err)
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		p := filepath.Join(d, "..", "shared", "peer", script)
+		p := filepath.Join(d, "..", "shared", rel)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("%w: no ../shared/peer/%s here (set GPTLAB_PEER_DIR)", ErrNoPeer, script)
+			return "", fmt.Errorf("%w: no ../shared/%s beside this directory or its parents", ErrNoShared, filepath.ToSlash(rel))
 		}
 	}
 }

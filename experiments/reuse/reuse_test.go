@@ -3,6 +3,8 @@ package reuse
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,5 +114,72 @@ func TestReuseRejectsBadPlan(t *testing.T) {
 	}
 	if _, err := reusePlanAll(context.Background(), "a/b/c", p, []planner.Algorithm{bf}); err != nil {
 		t.Errorf("reusePlanAll(best-fit) = %v", err)
+	}
+}
+
+// TestReuseLabFindsMiniMalloc: by default the lab plans the instances in
+// the shared directory's data/minimalloc and counts those the search fits
+// in the capacity their names give; a capacity below the lower bound is a
+// failed check (the negative control); without the directory the lab says
+// so in a note and reports the counts as not measured.
+func TestReuseLabFindsMiniMalloc(t *testing.T) {
+	example, err := os.ReadFile("../../planner/testdata/example.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		files     []string // instance files under data/minimalloc; nil: no such directory
+		fit, pass bool
+	}{
+		{"fits", []string{"ex.1600.csv", "ex2.4096.csv"}, true, true},
+		{"capacity below the bound", []string{"ex.1600.csv", "ex2.1599.csv"}, false, false},
+		{"absent", nil, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			shared := t.TempDir()
+			for _, f := range tc.files {
+				dir := filepath.Join(shared, "data", "minimalloc")
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), example, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("GPTLAB_SHARED_DIR", shared)
+			cfg, err := Lab.Config(true, []string{"scale-n=0", "algos=best-fit,search"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Lab.Run(context.Background(), cfg, lab.Options{Seed: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, measured := r.Metrics.Float("minimalloc_instances")
+			fit, _ := r.Metrics.Float("minimalloc_fit")
+			if tc.files == nil {
+				if measured || !strings.Contains(strings.Join(r.Notes, " "), "data/minimalloc") {
+					t.Errorf("absent: minimalloc_instances %v measured, notes %q", n, r.Notes)
+				}
+				return
+			}
+			if n != float64(len(tc.files)) || (fit == n) != tc.fit {
+				t.Errorf("minimalloc_instances %v, minimalloc_fit %v, want %d and all fit: %v", n, fit, len(tc.files), tc.fit)
+			}
+			found := false
+			for _, c := range r.Checks {
+				if strings.HasPrefix(c.Name, "search fits every instance") {
+					found = true
+					if c.Pass != tc.pass {
+						t.Errorf("check %q pass %v, want %v: %s", c.Name, c.Pass, tc.pass, c.Detail)
+					}
+				}
+			}
+			if !found {
+				t.Error("no check on the instances")
+			}
+		})
 	}
 }
