@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
@@ -21,7 +22,7 @@ func init() {
 	RegisterCommand(&Command{Name: "bench", Short: "time and memory of the GPT's work, as the reference's bench mode measures them"})
 	RegisterCommand(&Command{
 		Name:  "bench train",
-		Usage: "[--set key=value ...] [--seed N] [--steps K] [--format F] [--out DIR]",
+		Usage: "[--set key=value ...] [--seed N] [--steps K] [--profile] [--format F] [--out DIR]",
 		Short: "the time and memory of one training step (forward, backward, AdamW)",
 		Long:  "Times K steps on one fixed random batch after the warmup steps; reports the median step, allocations per step and the peak heap.",
 		Setup: benchTrainCommand,
@@ -61,6 +62,7 @@ func benchTrainCommand(fs *flag.FlagSet) Runner {
 	fs.Var(&sets, "set", "`key=value` override of a setting (repeatable; listed below)")
 	seed := seedFlag(fs, "seed `N` of the parameters and the batch")
 	steps := fs.Int("steps", 10, "timed steps `K`")
+	profile := fs.Bool("profile", false, "also profile the step's ops over K runs: where its time goes, by kind of op")
 	format, out := reportFlags(fs, "report.md and report.json")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := noArgs("bench train", args); err != nil {
@@ -79,7 +81,7 @@ func benchTrainCommand(fs *flag.FlagSet) Runner {
 		if err := checkReportFlags(*format, *out); err != nil {
 			return err
 		}
-		r, err := benchTrain(ctx, &bc, *steps, *seed)
+		r, err := benchTrain(ctx, &bc, *steps, *seed, *profile)
 		if err != nil {
 			return err
 		}
@@ -97,7 +99,7 @@ func benchTrainCommand(fs *flag.FlagSet) Runner {
 
 // benchTrain times `steps` training steps after bc.Warmup untimed ones.
 // bc.Batch 0 is resolved to the preset's batch.
-func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64) (*reports.Report, error) {
+func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, profile bool) (*reports.Report, error) {
 	mc, err := models.Preset(bc.Config)
 	if err != nil {
 		return nil, lab.Usagef("--set config=%s: unknown preset (want %s)", bc.Config, strings.Join(models.PresetNames(), ", "))
@@ -197,6 +199,15 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64) (*r
 	r.Check("loss falls on the fixed batch", losses[steps-1] < losses[0],
 		"loss %.4f at the first timed step, %.4f at the last: the steps update the model", losses[0], losses[steps-1])
 	r.Note("One step is forward, backward and AdamW (lr 1e-3) on one fixed random batch, as the reference's bench mode. allocs_per_step and bytes_allocated_per_step are runtime.MemStats deltas (Mallocs, TotalAlloc) over the timed steps divided by their number; peak_heap_bytes is the largest %s (HeapAlloc) sampled every 2 ms during them.", heapMetric)
+	if profile {
+		if bc.Exec != "arena" {
+			return nil, lab.Usagef("bench train: --profile times the arena's ops: not with --set executor=%s", bc.Exec)
+		}
+		update := func() error { _, err := opt.Step(m, 1e-3); return err }
+		if err := benchProfile(r, m, steps, update); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -241,4 +252,53 @@ func slicesMin(ds []time.Duration) time.Duration {
 		m = min(m, d)
 	}
 	return m
+}
+
+// benchProfile adds where a step's time goes: the arena's ops by kind,
+// each kind's median time over runs profiled runs of the forward and
+// backward, against its FLOPs and bytes, and the optimizer's update
+// (outside the program), timed alone as many times.
+func benchProfile(r *reports.Report, m *models.Model, runs int, update func() error) error {
+	kinds, err := m.OpProfile(runs)
+	if err != nil {
+		return err
+	}
+	ups := make([]time.Duration, runs)
+	for i := range ups {
+		t0 := time.Now()
+		if err := update(); err != nil {
+			return err
+		}
+		ups[i] = time.Since(t0)
+	}
+	adamw := lab.MedianDuration(ups)
+	step := adamw
+	var fl float64
+	for _, k := range kinds {
+		step += k.Time
+		fl += k.Flops
+	}
+	t := r.AddTable(fmt.Sprintf("Where a step's time goes: its ops by kind, median of %s", reports.Count(runs, "profiled run")),
+		reports.Text("op"), reports.Int("ops"), reports.Duration("time", time.Millisecond, 3), reports.Percent("share", 1),
+		reports.Float("MFLOP", 1), reports.Float("GFLOP/s", 1), reports.Float("MB moved", 1), reports.Float("GB/s", 1))
+	for _, k := range kinds {
+		sec := k.Time.Seconds()
+		t.Row(k.Kind, k.Ops, k.Time, sec/step.Seconds(), k.Flops/1e6, rate(k.Flops, sec)/1e9, k.Bytes/1e6, rate(k.Bytes, sec)/1e9)
+	}
+	t.Row("AdamW (outside the graph)", 1, adamw, adamw.Seconds()/step.Seconds(), math.NaN(), math.NaN(), math.NaN(), math.NaN())
+	r.Metric("profiled_step_ms", float64(step.Microseconds())/1e3)
+	r.Metric("profiled_adamw_ms", float64(adamw.Microseconds())/1e3)
+	r.Metric("step_gflop", fl/1e9)
+	r.Metric("profiled_gflop_per_s", fl/step.Seconds()/1e9)
+	t.Note("Each op is timed alone (a clock read around it), in the program's order, on the bench's batch; a kind's time is the sum of its ops' medians, its share that over the profiled step (the kinds' sum and AdamW's median: %s, beside the timed steps' median above). FLOPs count a product's multiply-adds twice and one per output element of any other op; bytes are the op's inputs and output once each (the checkpointing cost model's counts).",
+		step.Round(time.Microsecond))
+	return nil
+}
+
+// rate is x per second over sec, NaN when no time was measured.
+func rate(x, sec float64) float64 {
+	if sec <= 0 {
+		return math.NaN()
+	}
+	return x / sec
 }

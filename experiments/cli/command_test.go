@@ -154,7 +154,7 @@ func TestREADMECommands(t *testing.T) {
 	}
 	start := i + len(head)
 	end := start + strings.Index(s[start:], "```\n")
-	got, want := s[start:end], synopsis()
+	got, want := s[start:end], synopsis("")
 	if got == want {
 		return
 	}
@@ -214,8 +214,8 @@ func TestGroupsListTheirSubcommands(t *testing.T) {
 		delete(commands, c.Name)
 		commandSeq = slices.DeleteFunc(commandSeq, func(x *Command) bool { return x == c })
 	}()
-	if !strings.Contains(synopsis(), "gptlab bench probe [--n K]") {
-		t.Errorf("a registered subcommand is not in the list:\n%s", synopsis())
+	if !strings.Contains(synopsis(""), "gptlab bench probe [--n K]") {
+		t.Errorf("a registered subcommand is not in the list:\n%s", synopsis(""))
 	}
 	code, out, _ := runMain("help", "bench")
 	if code != 0 || !strings.Contains(out, "bench probe") {

@@ -267,6 +267,26 @@ func TestBenchTrainJSON(t *testing.T) {
 	}
 }
 
+// TestBenchTrainProfile: --profile adds the table of the step's ops by
+// kind, and its step is the kinds' sum and AdamW's; the TapeMachine,
+// whose ops the arena does not run, is refused with exit 2.
+func TestBenchTrainProfile(t *testing.T) {
+	code, out, errs := runMain("bench", "train", "--set", "config=tiny", "--steps", "3", "--profile", "--format", "json")
+	if code != 0 {
+		t.Fatalf("bench train --profile: status %d: %s", code, errs)
+	}
+	m := jsonMetrics(t, out)
+	step, _ := m["profiled_step_ms"].(float64)
+	adamw, _ := m["profiled_adamw_ms"].(float64)
+	if !(step > adamw && adamw > 0) || !strings.Contains(out, "Where a step's time goes") || !strings.Contains(out, "matmul A×B") {
+		t.Errorf("profiled step %v ms, AdamW %v ms; the table of ops by kind: %v", step, adamw, strings.Contains(out, "Where a step's time goes"))
+	}
+	code, _, errs = runMain("bench", "train", "--set", "config=tiny", "--set", "executor=tape", "--steps", "1", "--profile")
+	if code != 2 || strings.Count(strings.TrimSpace(errs), "\n") > 0 || !strings.Contains(errs, "executor=tape") {
+		t.Errorf("--profile with the TapeMachine: status %d, %q; want 2 and one line naming it", code, errs)
+	}
+}
+
 // TestBenchArenaAgainstTape: the arena executor allocates under 1% of
 // the bytes per step that gorgonia's TapeMachine does (the arena issue's
 // target), measured by bench train on both.

@@ -16,9 +16,10 @@ import (
 const shortColumn = 46 // where a command's one line starts in the list
 
 // synopsis is the list of commands, one usage line each with its one-line
-// help, groups expanded to their subcommands. The README's command block
-// is this text (TestREADMECommands).
-func synopsis() string {
+// help, groups expanded to their subcommands, each line indent in and
+// wrapped within the report width. The README's command block is this
+// text unindented (TestREADMECommands).
+func synopsis(indent string) string {
 	var b strings.Builder
 	for _, c := range topLevel() {
 		list := []*Command{c}
@@ -26,7 +27,7 @@ func synopsis() string {
 			list = subcommands(c.Name)
 		}
 		for _, s := range list {
-			writeUsageLine(&b, s, "")
+			writeUsageLine(&b, s, indent)
 		}
 	}
 	return b.String()
@@ -95,9 +96,7 @@ Try:
 func topUsage() string {
 	var b strings.Builder
 	b.WriteString("gptlab runs the labs of \"Memory Planning, Precision, and Distributed Execution\".\n\nusage:\n")
-	for _, l := range strings.SplitAfter(strings.TrimSuffix(synopsis(), "\n"), "\n") {
-		b.WriteString("  " + l)
-	}
+	b.WriteString(synopsis("  "))
 	b.WriteString("\n\n")
 	for _, p := range []string{exitStatusHelp, "gptlab help LAB shows a lab's settings; gptlab help COMMAND a command's usage and flags; gptlab list names the labs."} {
 		for _, l := range reports.Wrap(p, reports.Width) {

@@ -1,0 +1,83 @@
+package models
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+
+	"gptlab/planner/arena"
+)
+
+// OpTime is what one kind of op takes in a step of the arena program:
+// the ops of that kind, their summed median times, FLOPs and bytes moved
+// (as the cost model counts them: see flops and opBytes).
+type OpTime struct {
+	Kind  string // "matmul A×Bᵀ", "LayerNorm", "x+y", …
+	Ops   int
+	Time  time.Duration
+	Flops float64
+	Bytes float64
+}
+
+// OpProfile runs the model's arena program runs times on the batch last
+// fed (Feed or Step first) and returns, per kind of op, the sum of its
+// ops' median times, slowest kind first: where a step's forward and
+// backward spend their time. The optimizer's update runs outside the
+// program and is not in it. Timing each op adds a clock read per op, so
+// the sum is close to, not equal to, a run's time.
+func (m *Model) OpProfile(runs int) ([]OpTime, error) {
+	p := m.Arena()
+	if p == nil {
+		return nil, fmt.Errorf("%w: an op profile needs the arena executor", ErrConfig)
+	}
+	times, err := p.Profile(runs)
+	if err != nil {
+		return nil, err
+	}
+	byKind := map[string]*OpTime{}
+	for _, n := range m.g.AllNodes() {
+		s, ok := p.StepOf(n)
+		if !ok || n.Op() == nil {
+			continue
+		}
+		k := OpKind(n.Op())
+		t := byKind[k]
+		if t == nil {
+			t = &OpTime{Kind: k}
+			byKind[k] = t
+		}
+		t.Ops++
+		t.Time += times[s]
+		t.Flops += flops(n)
+		t.Bytes += opBytes(n)
+	}
+	out := make([]OpTime, 0, len(byKind))
+	for _, t := range byKind {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b OpTime) int {
+		return cmp.Or(cmp.Compare(b.Time, a.Time), strings.Compare(a.Kind, b.Kind))
+	})
+	return out, nil
+}
+
+// OpKind names an op's kind for a profile: a matrix product by its
+// transposes ("matmul Aᵀ×B"), a cast by its types, any other op by its
+// name without its parameters.
+func OpKind(op G.Op) string {
+	s := op.String()
+	switch op.(type) {
+	case arena.MatMulOp:
+		return "matmul " + s
+	case arena.CastOp:
+		return s
+	}
+	if i := strings.IndexAny(s, "{("); i > 0 {
+		s = s[:i]
+	}
+	return s
+}
