@@ -184,6 +184,9 @@ func (el *engineLab) decode(ctx context.Context, r *reports.Report) (float64, er
 		if d := abs(B - 32); d < best {
 			best, step32 = d, step
 		}
+		if B == 1 {
+			el.step1 = step
+		}
 		var torch any = "-"
 		var sp any = "-"
 		if peerErr == nil && slices.Contains(cfg.Torch, B) {

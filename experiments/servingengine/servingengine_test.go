@@ -12,7 +12,7 @@ import (
 // are not timings: greedy and preemption equality, invariants, blocks
 // free after every run; and the metrics the issue names are there.
 func TestLabQuick(t *testing.T) {
-	r, err := labtest.Run(Lab, true, "requests=30", "batches=1,32", "torch=0", "contexts=8", "chunks=32")
+	r, err := labtest.Run(Lab, true, "requests=30", "batches=1,32", "torch=0", "contexts=8", "chunks=32", "goodput-requests=40")
 	if err != nil {
 		t.Fatal(err)
 	}
