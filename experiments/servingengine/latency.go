@@ -23,21 +23,34 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 	type point struct {
 		rate  float64
 		reqs  []serving.Request
-		cont  serving.Summary
+		runs  []serving.Summary
+		cont  serving.Summary // the runs' median of each figure
 		iters []engine.IterTime
 	}
-	var pts []point
+	pts := make([]point, len(cfg.Loads))
 	for i, load := range cfg.Loads {
 		rate := load * capacity
 		reqs, err := serving.Workload{N: cfg.Requests, Rate: rate, CV: 1, Prompt: el.prompt, Output: el.output, Seed: uint64(el.opt.Seed) + uint64(i)}.Generate()
 		if err != nil {
 			return err
 		}
-		res, err := el.replay(ctx, reqs, contCfg, rate)
-		if err != nil {
-			return err
+		pts[i] = point{rate: rate, reqs: reqs}
+	}
+	// The rates interleaved, each repeated on the same requests: a spell
+	// of load from the machine's other processes falls on one repeat of
+	// several rates, not on every repeat of one.
+	for range cfg.LatencyReps {
+		for i := range pts {
+			res, err := el.replay(ctx, pts[i].reqs, contCfg, pts[i].rate)
+			if err != nil {
+				return err
+			}
+			pts[i].runs = append(pts[i].runs, res.Rec.Summary(serving.SLO{}))
+			pts[i].iters = append(pts[i].iters, res.Iters...)
 		}
-		pts = append(pts, point{rate: rate, reqs: reqs, cont: res.Rec.Summary(serving.SLO{}), iters: res.Iters})
+	}
+	for i := range pts {
+		pts[i].cont = medianSummary(pts[i].runs)
 	}
 	ms := func(s float64) float64 { return 1e3 * s }
 	t := r.AddTable(fmt.Sprintf("Continuous batching on the engine, wall clock: %d requests a rate, prompts %s, outputs %s", cfg.Requests, cfg.PromptLens, cfg.OutputLens),
@@ -48,7 +61,7 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 		t.Row(p.rate, ms(s.TTFT.Median), ms(s.TTFT.P90), ms(s.TPOT.Median), ms(s.TPOT.P90), ms(s.ITL.Median), ms(s.E2E.Median), ms(s.E2E.P90), s.OutputThroughput)
 	}
 	meanPrompt, meanOut := meanLengths(el.prompt, el.output)
-	t.Note("Rates are %v of the capacity measured above (%.0f requests/s of %.1f prompt tokens at the best prefill speed and %.1f output tokens at batch-32 decode speed); Poisson arrivals; %d sequences and %d tokens an iteration at most, chunked prefill; percentiles as vLLM's benchmark_serving.py computes them.", cfg.Loads, capacity, meanPrompt, meanOut, cfg.MaxSeqs, cfg.MaxTokens)
+	t.Note("Rates are %v of the capacity measured above (%.0f requests/s of %.1f prompt tokens at the best prefill speed and %.1f output tokens at batch-32 decode speed); Poisson arrivals; %d sequences and %d tokens an iteration at most, chunked prefill; percentiles as vLLM's benchmark_serving.py computes them, each the median of %d runs of the same requests (the rates interleaved).", cfg.Loads, capacity, meanPrompt, meanOut, cfg.MaxSeqs, cfg.MaxTokens, cfg.LatencyReps)
 
 	// The simulator calibrated on the engine.
 	var work []serving.Work
@@ -58,22 +71,15 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 			work, secs = append(work, it.Work), append(secs, it.Secs)
 		}
 	}
-	cost, rms, dropped, err := robustFit(work, secs)
+	cost, rms, dropped, zeroed, err := robustFit(work, secs)
 	if err != nil {
 		return fmt.Errorf("fit the cost model on the engine: %w", err)
 	}
-	// Least squares may give a term a small negative weight (the terms are
-	// correlated); a time is never negative: such terms are set to 0.
-	var clamped []string
-	for _, term := range []struct {
-		name string
-		v    *float64
-	}{{"overhead", &cost.Overhead}, {"prefill token", &cost.PrefillToken}, {"prefill pair", &cost.PrefillPair},
-		{"decode token", &cost.DecodeToken}, {"decode context", &cost.DecodeContext}, {"swap block", &cost.SwapBlock}} {
-		if *term.v < 0 {
-			clamped = append(clamped, fmt.Sprintf("%s (%.3g s)", term.name, *term.v))
-			*term.v = 0
-		}
+	// The iterations' residuals: the simulator draws from them, so its
+	// latencies carry the machine's variation as the engine's do.
+	el.jitter = el.jitter[:0]
+	for i, w := range work {
+		el.jitter = append(el.jitter, secs[i]-cost.Time(w))
 	}
 	ct := r.AddTable("The simulator calibrated on the engine: predicted at rates not used for the fit",
 		reports.Float("rate (req/s)", 0), reports.Text("metric"), reports.Float("engine ms", 3), reports.Float("simulator ms", 3), reports.Percent("error", 1))
@@ -95,10 +101,10 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 			ct.Row(p.rate, m.name, ms(m.eng), ms(m.sim), e)
 		}
 	}
-	ct.Note("serving.Fit on the %d iterations of the runs at %.0f and %.0f req/s, less %d outliers (an iteration more than 4 median absolute residuals slower than the fit: the machine's other processes), rms residual %.1f µs: overhead %.1f µs, %.2f µs a prefill token, %.3f ns a prefill pair, %.2f µs a decode, %.3f ns a token of decode context.",
+	ct.Note("serving.FitNonNegative on the %d iterations of the runs at %.0f and %.0f req/s, less %d outliers (an iteration more than 4 median absolute residuals slower than the fit: the machine's other processes), rms residual %.1f µs; the simulator adds to each iteration's cost one of those iterations' residuals (outliers included), drawn at random: overhead %.1f µs, %.2f µs a prefill token, %.3f ns a prefill pair, %.2f µs a decode, %.3f ns a token of decode context.",
 		len(work), pts[0].rate, pts[len(pts)-1].rate, dropped, 1e6*rms, 1e6*cost.Overhead, 1e6*cost.PrefillToken, 1e9*cost.PrefillPair, 1e6*cost.DecodeToken, 1e9*cost.DecodeContext)
-	if len(clamped) > 0 {
-		ct.Note("The fit gave negative weights, set to 0: %v.", clamped)
+	if len(zeroed) > 0 {
+		ct.Note("Held at 0 by the non-negative fit (least squares gave them a negative weight: the terms are correlated): %v.", zeroed)
 	}
 	worst := 0.0
 	for _, name := range []string{"ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90"} {
@@ -114,12 +120,42 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 	// where it is missed, and on a shared 2-core machine it is.
 	verdict := "met"
 	if worst > 0.10 {
-		verdict = "MISSED: iterations of 0.05 to 1 ms are of the size of a descheduling on a shared machine, so the fitted cost model's residuals are as large as the costs it fits"
+		its := make([]float64, len(secs))
+		copy(its, secs)
+		medIter := lab.Median(its)
+		verdict = fmt.Sprintf("MISSED: the fit's rms residual is %.0f%% of the median iteration (%.0f µs): on a shared machine iterations this short vary as much as the costs the model fits, and a decode's cost is not linear in its rows (%.0f µs at batch 1, %.1f µs a row at batch 32)",
+			100*rms/medIter, 1e6*medIter, 1e6*el.step1, 1e6*step32/32)
 	}
 	r.Note("Simulator calibrated on the engine: largest mean error over the held-out rates %.1f%% (p50/p90 TTFT and TPOT) against a target of 10%%: %s.", 100*worst, verdict)
 
 	el.cost = cost
 	return nil
+}
+
+// medianSummary is the median over runs of each latency percentile and
+// of the output throughput.
+func medianSummary(runs []serving.Summary) serving.Summary {
+	med := func(f func(s serving.Summary) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, s := range runs {
+			xs[i] = f(s)
+		}
+		return lab.Median(xs)
+	}
+	var m serving.Summary
+	for _, d := range []struct {
+		out *serving.Dist
+		of  func(s serving.Summary) serving.Dist
+	}{
+		{&m.TTFT, func(s serving.Summary) serving.Dist { return s.TTFT }}, {&m.TPOT, func(s serving.Summary) serving.Dist { return s.TPOT }},
+		{&m.ITL, func(s serving.Summary) serving.Dist { return s.ITL }}, {&m.E2E, func(s serving.Summary) serving.Dist { return s.E2E }},
+	} {
+		d.out.Median = med(func(s serving.Summary) float64 { return d.of(s).Median })
+		d.out.P90 = med(func(s serving.Summary) float64 { return d.of(s).P90 })
+		d.out.P99 = med(func(s serving.Summary) float64 { return d.of(s).P99 })
+	}
+	m.OutputThroughput = med(func(s serving.Summary) float64 { return s.OutputThroughput })
+	return m
 }
 
 // capacity is the requests/s of a workload when every output token
@@ -178,21 +214,21 @@ func (el *engineLab) simulate(ctx context.Context, reqs []serving.Request, c eng
 	if err != nil {
 		return serving.Summary{}, err
 	}
-	res, err := serving.Simulate(ctx, reqs, s, serving.SimConfig{Cost: cost})
+	res, err := serving.Simulate(ctx, reqs, s, serving.SimConfig{Cost: cost, Jitter: el.jitter, JitterSeed: uint64(el.opt.Seed)})
 	if err != nil {
 		return serving.Summary{}, err
 	}
 	return res.Rec.Summary(slo), nil
 }
 
-// robustFit is serving.Fit twice: the second time without the iterations
-// whose time exceeds the first fit by more than 4 median absolute
-// residuals (an iteration descheduled by another process is an outlier,
-// not a cost).
-func robustFit(work []serving.Work, secs []float64) (serving.Cost, float64, int, error) {
-	cost, rms, err := serving.Fit(work, secs)
+// robustFit is serving.FitNonNegative twice: the second time without the
+// iterations whose time exceeds the first fit by more than 4 median
+// absolute residuals (an iteration descheduled by another process is an
+// outlier, not a cost).
+func robustFit(work []serving.Work, secs []float64) (serving.Cost, float64, int, []string, error) {
+	cost, rms, _, err := serving.FitNonNegative(work, secs)
 	if err != nil {
-		return cost, rms, 0, err
+		return cost, rms, 0, nil, err
 	}
 	res := make([]float64, len(work))
 	for i, w := range work {
@@ -206,6 +242,6 @@ func robustFit(work []serving.Work, secs []float64) (serving.Cost, float64, int,
 			kw, ks = append(kw, w), append(ks, secs[i])
 		}
 	}
-	cost, rms, err = serving.Fit(kw, ks)
-	return cost, rms, len(work) - len(kw), err
+	cost, rms, zeroed, err := serving.FitNonNegative(kw, ks)
+	return cost, rms, len(work) - len(kw), zeroed, err
 }

@@ -37,6 +37,7 @@ type engineConfig struct {
 	Repeats       int           `set:"repeats" help:"timed repetitions of each throughput point (best kept)"`
 	Requests      int           `set:"requests" help:"requests per latency run"`
 	Loads         []float64     `set:"loads" help:"arrival rates as fractions of the engine's measured capacity"`
+	LatencyReps   int           `set:"latency-repeats" help:"runs of each latency rate (the median kept)"`
 	PromptLens    string        `set:"prompt-lens" help:"latency runs' prompt lengths (serving's forms)"`
 	OutputLens    string        `set:"output-lens" help:"latency runs' output lengths"`
 	BlockSize     int           `set:"block-size" help:"tokens per KV block"`
@@ -55,7 +56,7 @@ type engineConfig struct {
 
 var engineDefaults = engineConfig{
 	Model: "baby", Batches: []int{1, 8, 32, 64}, Torch: []int{1, 8, 32, 64}, Prompt: 1, Tokens: 63, Contexts: []int{8, 16, 32, 56},
-	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.25, 0.5, 0.75, 1, 1.25, 1.5},
+	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.2, 0.35, 0.5, 0.65, 0.8}, LatencyReps: 3,
 	PromptLens: "uniform:4:32", OutputLens: "uniform:4:32", GoodputPrompt: "uniform:2:8", GoodputOutput: "uniform:1:56",
 	GoodputLoads: []float64{0.2, 0.3, 0.4, 0.5, 0.6}, GoodputCV: 2, GoodputReqs: 400, BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
 	MaxTokens: 64, Threads: 1,
@@ -68,7 +69,7 @@ var Lab = lab.New("serving-engine", "one serving policy on the real model", engi
 // PyTorch at one batch size (each point starts a Python process: several
 // seconds), the one whose target is the harder.
 func engineQuick(c *engineConfig) {
-	c.Repeats, c.Requests, c.Contexts, c.Chunks, c.Loads = 1, 60, []int{8, 48}, []int{16, 64}, []float64{0.4, 0.8, 1.2}
+	c.Repeats, c.Requests, c.Contexts, c.Chunks, c.Loads = 1, 100, []int{8, 48}, []int{16, 64}, []float64{0.2, 0.5, 0.8}
 	c.GoodputLoads, c.GoodputReqs = []float64{0.2, 0.35, 0.5, 0.65}, 150
 	c.Torch = []int{32}
 }
@@ -87,6 +88,7 @@ type engineLab struct {
 	checks           int64        // invariant checks after iterations
 	step1            float64      // seconds of a batch-1 decode iteration (0 until measured)
 	cost             serving.Cost // the cost model fitted on the latency runs
+	jitter           []float64    // the fitted iterations' residuals (seconds)
 }
 
 func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*reports.Report, error) {
@@ -151,6 +153,8 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return nil, lab.Usagef("--set loads=%v: want three or more increasing fractions in (0, 100]", cfg.Loads)
 	case len(cfg.GoodputLoads) < 2 || slices.ContainsFunc(cfg.GoodputLoads, func(x float64) bool { return !(x > 0 && x <= 100) }) || !slices.IsSorted(cfg.GoodputLoads):
 		return nil, lab.Usagef("--set goodput-loads=%v: want two or more increasing fractions in (0, 100]", cfg.GoodputLoads)
+	case cfg.LatencyReps < 1 || cfg.LatencyReps > 100:
+		return nil, lab.Usagef("--set latency-repeats=%d: want 1 to 100", cfg.LatencyReps)
 	case !(cfg.GoodputCV > 0 && cfg.GoodputCV <= 10) || cfg.GoodputReqs < 10 || cfg.GoodputReqs > 100000:
 		return nil, lab.Usagef("--set goodput-cv=%v goodput-requests=%d: want a CV in (0, 10] and 10 to 100000 requests", cfg.GoodputCV, cfg.GoodputReqs)
 	case cfg.BlockSize < 1 || cfg.BlockSize > 1024 || cfg.Blocks < 1 || cfg.Blocks > 1<<20:
