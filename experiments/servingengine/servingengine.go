@@ -28,6 +28,7 @@ import (
 
 type engineConfig struct {
 	Model         string        `set:"model" help:"GPT preset served (random weights from --seed: throughput does not depend on them)"`
+	Weights       string        `set:"weights" help:"the engine's linear layers: f32, or int8 (per output channel, activations quantized per row as PyTorch's quantize_dynamic); int8 also measures f32 decode beside it"`
 	Batches       []int         `set:"batches" help:"decode batch sizes"`
 	Torch         []int         `set:"torch" help:"batch sizes PyTorch runs at too"`
 	Prompt        int           `set:"prompt" help:"decode sweep: prompt tokens per sequence"`
@@ -55,7 +56,7 @@ type engineConfig struct {
 }
 
 var engineDefaults = engineConfig{
-	Model: "baby", Batches: []int{1, 8, 32, 64}, Torch: []int{1, 8, 32, 64}, Prompt: 1, Tokens: 63, Contexts: []int{8, 16, 32, 56},
+	Model: "baby", Weights: "f32", Batches: []int{1, 8, 32, 64}, Torch: []int{1, 8, 32, 64}, Prompt: 1, Tokens: 63, Contexts: []int{8, 16, 32, 56},
 	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.2, 0.35, 0.5, 0.65, 0.8}, LatencyReps: 3,
 	PromptLens: "uniform:4:32", OutputLens: "uniform:4:32", GoodputPrompt: "uniform:2:8", GoodputOutput: "uniform:1:56",
 	GoodputLoads: []float64{0.2, 0.3, 0.4, 0.5, 0.6}, GoodputCV: 2, GoodputReqs: 400, BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
@@ -137,6 +138,8 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return len(xs) == 0 || slices.ContainsFunc(xs, func(x int) bool { return x < lo || x > hi })
 	}
 	switch {
+	case cfg.Weights != "f32" && cfg.Weights != "int8":
+		return nil, lab.Usagef("--set weights=%s: want f32 or int8", cfg.Weights)
 	case bad(cfg.Batches, 1, 256):
 		return nil, lab.Usagef("--set batches=%v: want batch sizes of 1 to 256", cfg.Batches)
 	case cfg.Prompt < 1 || cfg.Tokens < 2 || cfg.Prompt+cfg.Tokens > mcfg.Block:
@@ -191,8 +194,13 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 	return el, nil
 }
 
-// engine makes an engine over the lab's pool with c's policy.
+// engine makes an engine over the lab's pool with c's policy, with the
+// lab's weights unless c names its own.
 func (el *engineLab) engine(c engine.Config) (*engine.Engine, error) {
+	if c.Weights == "" {
+		c.Weights = el.cfg.Weights
+	}
+	c.Int8Kernel = models.Int8Dynamic
 	if c.BlockSize == 0 {
 		c.BlockSize = el.cfg.BlockSize
 	}

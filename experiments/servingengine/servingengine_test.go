@@ -36,7 +36,7 @@ func TestLabQuick(t *testing.T) {
 }
 
 func TestLabBadInput(t *testing.T) {
-	for _, set := range []string{"model=huge", "batches=0", "prompt=60", "loads=0.5,0.2,0.9", "prompt-lens=uniform:4:60", "threads=0"} {
+	for _, set := range []string{"model=huge", "batches=0", "prompt=60", "loads=0.5,0.2,0.9", "prompt-lens=uniform:4:60", "threads=0", "weights=int4", "goodput-loads=0.5"} {
 		if _, err := labtest.Run(Lab, true, set); !errors.Is(err, lab.ErrUsage) {
 			t.Errorf("--set %s: %v, want a usage error", set, err)
 		}
