@@ -129,6 +129,8 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 	r.Note("Simulator calibrated on the engine: largest mean error over the held-out rates %.1f%% (p50/p90 TTFT and TPOT) against a target of 10%%: %s.", 100*worst, verdict)
 
 	el.cost = cost
+	mid := pts[len(pts)/2]
+	el.httpRate, el.httpReqs = mid.rate, mid.reqs
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"gptlab/engine"
@@ -23,11 +22,7 @@ import (
 // with models.Sampler decoding it alone (greedy), then forces recompute
 // and swap preemptions with a pool barely larger than one window.
 func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
-	var chars strings.Builder
-	for i := range el.mcfg.Vocab {
-		chars.WriteRune(rune(' ' + i))
-	}
-	tok, err := models.TokenizerFromChars(chars.String())
+	tok, err := el.tokenizer()
 	if err != nil {
 		return err
 	}

@@ -86,10 +86,12 @@ type engineLab struct {
 	gprompt, goutput serving.Lengths
 	runs             int // engine runs whose blocks were checked free at the end
 	leaks            []string
-	checks           int64        // invariant checks after iterations
-	step1            float64      // seconds of a batch-1 decode iteration (0 until measured)
-	cost             serving.Cost // the cost model fitted on the latency runs
-	jitter           []float64    // the fitted iterations' residuals (seconds)
+	checks           int64             // invariant checks after iterations
+	step1            float64           // seconds of a batch-1 decode iteration (0 until measured)
+	cost             serving.Cost      // the cost model fitted on the latency runs
+	jitter           []float64         // the fitted iterations' residuals (seconds)
+	httpRate         float64           // the latency section's middle rate and its requests,
+	httpReqs         []serving.Request // served again in process and over HTTP
 }
 
 func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*reports.Report, error) {
@@ -108,6 +110,7 @@ func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*report
 		{"contexts", func() error { return el.contexts(ctx, r) }},
 		{"prefill", func() (err error) { prefillTPS, err = el.prefill(ctx, r); return err }},
 		{"latency", func() error { return el.latency(ctx, r, step32, prefillTPS) }},
+		{"http", func() error { return el.httpCost(ctx, r, el.httpRate, el.httpReqs) }},
 		{"goodput", func() error { return el.goodput(ctx, r, step32, prefillTPS) }},
 	} {
 		t0 := time.Now()
