@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"slices"
 )
 
@@ -18,18 +16,9 @@ import (
 
 // SimConfig sets a simulation.
 type SimConfig struct {
-	Cost Cost
-	// Jitter, when not empty, adds to each iteration's cost one of its
-	// values (seconds) drawn at random (seeded by JitterSeed), an
-	// iteration never shorter than 0: a measured server's residuals, its
-	// iterations' times less the cost model's, so that the simulator's
-	// latencies include the variation the model leaves out (a pause while
-	// a busy machine runs other processes lasts as long whatever the
-	// iteration's size: it adds, it does not scale).
-	Jitter     []float64
-	JitterSeed uint64
-	Check      bool // run the invariant checker after every iteration
-	Timeline   bool // keep a record of every iteration (small runs)
+	Cost     Cost
+	Check    bool // run the invariant checker after every iteration
+	Timeline bool // keep a record of every iteration (small runs)
 }
 
 // IterRecord is one iteration of a timeline.
@@ -83,11 +72,6 @@ func Simulate(ctx context.Context, reqs []Request, sched Scheduler, cfg SimConfi
 	if err := cfg.Cost.Validate(); err != nil {
 		return nil, err
 	}
-	for _, f := range cfg.Jitter {
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, fmt.Errorf("simulate: jitter %g s: want a finite value", f)
-		}
-	}
 	order := make([]int32, len(reqs))
 	for i := range order {
 		order[i] = int32(i)
@@ -102,9 +86,6 @@ func Simulate(ctx context.Context, reqs []Request, sched Scheduler, cfg SimConfi
 		return 0
 	})
 	sim := &simulator{reqs: reqs, sched: sched, cfg: cfg, seqs: make([]*Seq, len(reqs)), rec: NewRecorder(), util: 1}
-	if len(cfg.Jitter) > 0 {
-		sim.jitter = rand.New(rand.NewPCG(cfg.JitterSeed, 0x5eed))
-	}
 	res, err := sim.run(ctx, order)
 	if err != nil {
 		return nil, err
@@ -125,7 +106,6 @@ type simulator struct {
 	usedSum, slotSum, wasteSum float64
 	util                       int // keep every util-th iteration's point
 	iters                      int64
-	jitter                     *rand.Rand // nil without SimConfig.Jitter
 }
 
 const (
@@ -165,9 +145,6 @@ func (sim *simulator) run(ctx context.Context, order []int32) (*Result, error) {
 			} else {
 				start = now
 				dur := sim.cfg.Cost.Time(b.Work())
-				if sim.jitter != nil {
-					dur = max(0, dur+sim.cfg.Jitter[sim.jitter.IntN(len(sim.cfg.Jitter))])
-				}
 				sim.sample(b, now, dur)
 				sim.ev.push(event{t: now + dur, kind: evIterEnd})
 			}

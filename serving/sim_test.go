@@ -276,36 +276,3 @@ func simulateChecked(t *testing.T, reqs []Request, s Scheduler) {
 		t.Fatalf("%+v: requests unaccounted for", sum)
 	}
 }
-
-// TestSimulateJitter: jitter of 0 changes nothing; a jitter of d adds d
-// to every iteration, so the busy time grows by d an iteration; one that
-// would make iterations negative leaves them at 0; NaN is refused.
-func TestSimulateJitter(t *testing.T) {
-	p, _ := ParseLengths("uniform:8:64")
-	reqs, err := Workload{N: 100, Prompt: p, Output: p, Seed: 7}.Generate() // all at time 0, no cancels
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(j []float64) *Result {
-		t.Helper()
-		res, err := Simulate(context.Background(), reqs, variants[1].make(t), SimConfig{Cost: DefaultCost, Jitter: j, JitterSeed: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	const d = 1e-3
-	plain, zeros, plus, neg := run(nil), run([]float64{0, 0}), run([]float64{d}), run([]float64{-1})
-	if zeros.Busy != plain.Busy || zeros.Rec.Summary(SLO{}) != plain.Rec.Summary(SLO{}) {
-		t.Errorf("jitter of 0: busy %g, want %g, and the same metrics", zeros.Busy, plain.Busy)
-	}
-	if want := plain.Busy + d*float64(plain.Sched.Iterations); math.Abs(plus.Busy-want) > 1e-9*want {
-		t.Errorf("jitter of %g s: busy %g, want %g", d, plus.Busy, want)
-	}
-	if neg.Busy != 0 {
-		t.Errorf("jitter of -1 s: busy %g, want 0", neg.Busy)
-	}
-	if _, err := Simulate(context.Background(), reqs, variants[1].make(t), SimConfig{Cost: DefaultCost, Jitter: []float64{math.NaN()}}); err == nil {
-		t.Error("a NaN jitter was accepted")
-	}
-}

@@ -3,7 +3,6 @@ package servingengine
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"gptlab/engine"
 	"gptlab/experiments/lab"
@@ -42,9 +41,6 @@ const (
 	goodputTPOT = 3
 	controlTTFT = 200
 )
-
-// goodputBudget bounds the timed check's rounds past its first ten.
-const goodputBudget = 20 * time.Second
 
 // gpoint is one rate of the goodput sweep: the engine's runs under both
 // policies (their recorders, to score at any SLO) and the simulator's.
@@ -152,7 +148,7 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 	have := []float64{ratio(pk.fixedG, pk.contG)}
 	seed := uint64(el.opt.Seed) + 0x700
 	var rounds []*gpoint
-	tm, err := lab.RatioTarget{Target: 0.5, Budget: goodputBudget}.Sample(ctx, have, func() (float64, error) {
+	tm, err := lab.RatioTarget{Target: 0.5, Budget: cfg.GoodputBudget}.Sample(ctx, have, func() (float64, error) {
 		seed++
 		p, err := run(pk.rate, seed)
 		if err != nil {

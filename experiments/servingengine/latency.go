@@ -75,12 +75,6 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 	if err != nil {
 		return fmt.Errorf("fit the cost model on the engine: %w", err)
 	}
-	// The iterations' residuals: the simulator draws from them, so its
-	// latencies carry the machine's variation as the engine's do.
-	el.jitter = el.jitter[:0]
-	for i, w := range work {
-		el.jitter = append(el.jitter, secs[i]-cost.Time(w))
-	}
 	ct := r.AddTable("The simulator calibrated on the engine: predicted at rates not used for the fit",
 		reports.Float("rate (req/s)", 0), reports.Text("metric"), reports.Float("engine ms", 3), reports.Float("simulator ms", 3), reports.Percent("error", 1))
 	errs := map[string][]float64{}
@@ -101,7 +95,7 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 			ct.Row(p.rate, m.name, ms(m.eng), ms(m.sim), e)
 		}
 	}
-	ct.Note("serving.FitNonNegative on the %d iterations of the runs at %.0f and %.0f req/s, less %d outliers (an iteration more than 4 median absolute residuals slower than the fit: the machine's other processes), rms residual %.1f µs; the simulator adds to each iteration's cost one of those iterations' residuals (outliers included), drawn at random: overhead %.1f µs, %.2f µs a prefill token, %.3f ns a prefill pair, %.2f µs a decode, %.3f ns a token of decode context.",
+	ct.Note("serving.FitNonNegative on the %d iterations of the runs at %.0f and %.0f req/s, less %d outliers (an iteration more than 4 median absolute residuals slower than the fit: the machine's other processes), rms residual %.1f µs: overhead %.1f µs, %.2f µs a prefill token, %.3f ns a prefill pair, %.2f µs a decode, %.3f ns a token of decode context.",
 		len(work), pts[0].rate, pts[len(pts)-1].rate, dropped, 1e6*rms, 1e6*cost.Overhead, 1e6*cost.PrefillToken, 1e9*cost.PrefillPair, 1e6*cost.DecodeToken, 1e9*cost.DecodeContext)
 	if len(zeroed) > 0 {
 		ct.Note("Held at 0 by the non-negative fit (least squares gave them a negative weight: the terms are correlated): %v.", zeroed)
@@ -216,7 +210,7 @@ func (el *engineLab) simulate(ctx context.Context, reqs []serving.Request, c eng
 	if err != nil {
 		return serving.Summary{}, err
 	}
-	res, err := serving.Simulate(ctx, reqs, s, serving.SimConfig{Cost: cost, Jitter: el.jitter, JitterSeed: uint64(el.opt.Seed)})
+	res, err := serving.Simulate(ctx, reqs, s, serving.SimConfig{Cost: cost})
 	if err != nil {
 		return serving.Summary{}, err
 	}

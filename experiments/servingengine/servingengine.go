@@ -50,6 +50,7 @@ type engineConfig struct {
 	GoodputLoads  []float64     `set:"goodput-loads" help:"goodput runs' rates as fractions of that workload's capacity"`
 	GoodputCV     float64       `set:"goodput-cv" help:"goodput runs' arrival burstiness (CV of the gaps; 1: Poisson)"`
 	GoodputReqs   int           `set:"goodput-requests" help:"requests per goodput run"`
+	GoodputBudget time.Duration `set:"goodput-budget" help:"time the 2x check may spend on rounds past its first ten, while inconclusive"`
 	SLOTTFT       time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 10 batch-1 decode iterations, see the report)"`
 	SLOTPOT       time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 batch-32 decode iterations)"`
 	Threads       int           `set:"threads" help:"PyTorch's threads (the engine runs on one)"`
@@ -59,7 +60,7 @@ var engineDefaults = engineConfig{
 	Model: "baby", Weights: "f32", Batches: []int{1, 8, 32, 64}, Torch: []int{1, 8, 32, 64}, Prompt: 1, Tokens: 63, Contexts: []int{8, 16, 32, 56},
 	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.2, 0.35, 0.5, 0.65, 0.8}, LatencyReps: 3,
 	PromptLens: "uniform:4:32", OutputLens: "uniform:4:32", GoodputPrompt: "uniform:2:8", GoodputOutput: "uniform:1:56",
-	GoodputLoads: []float64{0.2, 0.3, 0.4, 0.5, 0.6}, GoodputCV: 2, GoodputReqs: 400, BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
+	GoodputLoads: []float64{0.2, 0.3, 0.4, 0.5, 0.6}, GoodputCV: 2, GoodputReqs: 400, GoodputBudget: 20 * time.Second, BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
 	MaxTokens: 64, Threads: 1,
 }
 
@@ -71,7 +72,7 @@ var Lab = lab.New("serving-engine", "one serving policy on the real model", engi
 // seconds), the one whose target is the harder.
 func engineQuick(c *engineConfig) {
 	c.Repeats, c.Requests, c.Contexts, c.Chunks, c.Loads = 1, 100, []int{8, 48}, []int{16, 64}, []float64{0.2, 0.5, 0.8}
-	c.GoodputLoads, c.GoodputReqs = []float64{0.2, 0.35, 0.5, 0.65}, 150
+	c.GoodputLoads, c.GoodputReqs, c.GoodputBudget = []float64{0.25, 0.4, 0.55}, 60, 0
 	c.Torch = []int{32}
 }
 
@@ -89,7 +90,6 @@ type engineLab struct {
 	checks           int64             // invariant checks after iterations
 	step1            float64           // seconds of a batch-1 decode iteration (0 until measured)
 	cost             serving.Cost      // the cost model fitted on the latency runs
-	jitter           []float64         // the fitted iterations' residuals (seconds)
 	httpRate         float64           // the latency section's middle rate and its requests,
 	httpReqs         []serving.Request // served again in process and over HTTP
 }
@@ -159,6 +159,8 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return nil, lab.Usagef("--set loads=%v: want three or more increasing fractions in (0, 100]", cfg.Loads)
 	case len(cfg.GoodputLoads) < 2 || slices.ContainsFunc(cfg.GoodputLoads, func(x float64) bool { return !(x > 0 && x <= 100) }) || !slices.IsSorted(cfg.GoodputLoads):
 		return nil, lab.Usagef("--set goodput-loads=%v: want two or more increasing fractions in (0, 100]", cfg.GoodputLoads)
+	case cfg.GoodputBudget < 0 || cfg.GoodputBudget > time.Hour:
+		return nil, lab.Usagef("--set goodput-budget=%v: want 0 to 1h", cfg.GoodputBudget)
 	case cfg.LatencyReps < 1 || cfg.LatencyReps > 100:
 		return nil, lab.Usagef("--set latency-repeats=%d: want 1 to 100", cfg.LatencyReps)
 	case !(cfg.GoodputCV > 0 && cfg.GoodputCV <= 10) || cfg.GoodputReqs < 10 || cfg.GoodputReqs > 100000:
