@@ -72,7 +72,7 @@ var Lab = lab.New("serving-engine", "one serving policy on the real model", engi
 // seconds), the one whose target is the harder.
 func engineQuick(c *engineConfig) {
 	c.Repeats, c.Requests, c.Contexts, c.Chunks, c.Loads = 1, 100, []int{8, 48}, []int{16, 64}, []float64{0.2, 0.5, 0.8}
-	c.GoodputLoads, c.GoodputReqs, c.GoodputBudget = []float64{0.25, 0.4, 0.55}, 60, 0
+	c.GoodputLoads, c.GoodputReqs, c.GoodputBudget = []float64{0.25, 0.4, 0.55}, 150, 0
 	c.Torch = []int{32}
 }
 
