@@ -20,7 +20,13 @@
 //     (its blocks are free once its in-flight batch completes); Submit
 //     refuses with ErrBusy when the waiting queue is at its limit; Close
 //     stops accepting and lets Run finish what is in flight; Stats reads
-//     the counts. This is what an HTTP server drives.
+//     the counts. This is what an HTTP server drives: NewBackend is the
+//     engine as serving/openai's Backend (a character tokenizer, Submit as
+//     Generate).
+//
+// Config.Weights "int8" runs the linear layers on int8 matrices (one
+// scale per output channel, models.Quantize), multiplied by
+// Config.Int8Kernel (models.NewPagedModelInt8).
 //
 // Replay runs a serving.Request workload against the engine on the wall
 // clock (arrivals at their times), recording serving's metrics and each
@@ -28,6 +34,6 @@
 // fitting serving's cost model on the engine.
 //
 // It does not own the scheduling policies or the block manager (package
-// serving's), the model or its sampling (package models'), or HTTP (the
-// server composes this package).
+// serving's), the model or its sampling (package models'), or HTTP
+// (serving/openai's; the server composes the two).
 package engine

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/serving"
 )
 
@@ -29,6 +30,11 @@ type Config struct {
 	MaxWaiting int
 	// Check runs serving's invariant checker after every iteration.
 	Check bool
+	// Weights is "f32" (or "") or "int8": the linear layers' matrices
+	// quantized per output channel (models.Quantize; the tied head stays
+	// float32) and multiplied by Int8Kernel.
+	Weights    string
+	Int8Kernel models.Int8Kernel
 }
 
 // DefaultMaxWaiting is the waiting-queue limit when Config leaves it 0.
@@ -188,7 +194,18 @@ func New(p *models.Params, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	model, err := models.NewPagedModel(p, kv)
+	var model *models.PagedModel
+	switch cfg.Weights {
+	case "f32", "":
+		model, err = models.NewPagedModel(p, kv)
+	case "int8":
+		var q *models.Quantized
+		if q, err = models.Quantize(p, models.QuantizeOptions{Scheme: precision.Int8PerChannel}); err == nil {
+			model, err = models.NewPagedModelInt8(q, cfg.Int8Kernel, kv)
+		}
+	default:
+		return nil, fmt.Errorf("%w: weights %q, want f32 or int8", ErrConfig, cfg.Weights)
+	}
 	if err != nil {
 		return nil, err
 	}

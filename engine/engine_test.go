@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/serving"
 )
 
@@ -55,8 +56,13 @@ func (f *fixture) requests(n, maxPrompt int, seed uint64, sc models.SampleConfig
 // reference decodes a request alone, unpaged: models.Sampler.Generate
 // (its KV-cached Decoder path), as `gptlab gpt sample` does.
 func (f *fixture) reference(t testing.TB, r Request) []int32 {
+	return f.referenceOf(t, r, f.p)
+}
+
+// referenceOf is reference for the model of p with opts (an int8 one).
+func (f *fixture) referenceOf(t testing.TB, r Request, p *models.Params, opts ...models.ModelOption) []int32 {
 	t.Helper()
-	s, err := models.NewSampler(f.p, f.tok)
+	s, err := models.NewSampler(p, f.tok, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,12 +142,22 @@ func TestGreedyEqualsAlone(t *testing.T) {
 		{"continuous sampled", chunky, models.SampleConfig{Temperature: 0.9, TopK: 20, TopP: 0.95, Seed: 5}},
 		{"fixed greedy", Config{BlockSize: 16, Blocks: 40, Policy: "fixed", MaxSeqs: 4}, models.SampleConfig{}},
 		{"caching greedy", Config{BlockSize: 4, Blocks: 200, Caching: true, Policy: "continuous", MaxSeqs: 8, MaxTokens: 64, Chunked: true}, models.SampleConfig{}},
+		{"int8 dynamic greedy", Config{BlockSize: 8, Blocks: 64, Policy: "continuous", MaxSeqs: 6, MaxTokens: 13, Chunked: true, Weights: "int8", Int8Kernel: models.Int8Dynamic}, models.SampleConfig{}},
+		{"int8 weight-only greedy", Config{BlockSize: 8, Blocks: 64, Policy: "continuous", MaxSeqs: 6, MaxTokens: 13, Chunked: true, Weights: "int8", Int8Kernel: models.Int8WeightOnly}, models.SampleConfig{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reqs := f.requests(10, 30, 7, tc.sc)
 			hs, e := runAll(t, f, tc.cfg, reqs)
+			p, opts := f.p, []models.ModelOption(nil)
+			if tc.cfg.Weights == "int8" {
+				q, err := models.Quantize(f.p, models.QuantizeOptions{Scheme: precision.Int8PerChannel})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, opts = q.Params(), []models.ModelOption{models.WithInt8(q, tc.cfg.Int8Kernel)}
+			}
 			for i, h := range hs {
-				want := f.reference(t, reqs[i])
+				want := f.referenceOf(t, reqs[i], p, opts...)
 				if !slices.Equal(h.Tokens(), want) {
 					t.Fatalf("request %d: engine %v, alone %v", i, h.Tokens(), want)
 				}

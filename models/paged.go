@@ -140,6 +140,10 @@ type PagedModel struct {
 
 // NewPagedModel makes the paged forward of p over the pool kv.
 func NewPagedModel(p *Params, kv *PagedKV) (*PagedModel, error) {
+	return newPagedModel(p, nil, 0, kv)
+}
+
+func newPagedModel(p *Params, q *Quantized, kernel Int8Kernel, kv *PagedKV) (*PagedModel, error) {
 	cfg := p.Config()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -148,8 +152,22 @@ func NewPagedModel(p *Params, kv *PagedKV) (*PagedModel, error) {
 		return nil, fmt.Errorf("%w: paged KV made for %+v, params for %+v", ErrConfig, kc, cfg)
 	}
 	m := &PagedModel{cfg: cfg, p: p, kv: kv}
-	m.lin = newPagedLinears(p)
+	m.lin = newPagedLinears(p, q, kernel)
 	return m, nil
+}
+
+// NewPagedModelInt8 makes the paged forward of the int8 model q: its
+// linear layers multiply by q's int8 matrices with kernel (the weight-only
+// or the dynamic one, as WithInt8's graphs do); the rest is float32. The
+// tied head must be float32 (QuantizeOptions.Head false).
+func NewPagedModelInt8(q *Quantized, kernel Int8Kernel, kv *PagedKV) (*PagedModel, error) {
+	if !kernel.Valid() {
+		return nil, fmt.Errorf("%w: int8 kernel %v", ErrConfig, kernel)
+	}
+	if q.Options.Head {
+		return nil, fmt.Errorf("%w: the paged forward reads a float32 embedding: quantize without the head", ErrConfig)
+	}
+	return newPagedModel(q.Params(), q, kernel, kv)
 }
 
 // Config is the model's configuration.

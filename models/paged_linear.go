@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/pgemm"
+	"gptlab/internal/qgemm"
 	"gptlab/internal/vec"
 )
 
@@ -27,11 +28,13 @@ func PagedKernel() string {
 }
 
 // pagedLinear is one linear layer: W [out, in] (read in place by the BLAS,
-// or packed), bias (out).
+// or packed, or int8), bias (out).
 type pagedLinear struct {
 	w, b    []float32
 	in, out int
-	packed  *pgemm.Packed // nil: the BLAS
+	packed  *pgemm.Packed  // nil: the BLAS
+	int8    *qgemm.Weights // non-nil: an int8 model's matrix, multiplied by kernel
+	kernel  Int8Kernel
 }
 
 // apply writes y (N, out) = x (N, in)·Wᵀ + b.
@@ -39,9 +42,14 @@ func (l *pagedLinear) apply(y, x []float32, N int) {
 	if N == 0 {
 		return
 	}
-	if l.packed != nil {
+	switch {
+	case l.int8 != nil && l.kernel == Int8Dynamic:
+		qgemm.Dynamic(y[:N*l.out], x[:N*l.in], N, l.int8)
+	case l.int8 != nil:
+		qgemm.WeightOnly(y[:N*l.out], x[:N*l.in], N, l.int8)
+	case l.packed != nil:
 		l.packed.Mul(y, x, N)
-	} else {
+	default:
 		tensor.WhichBLAS().Sgemm(blas.NoTrans, blas.Trans, N, l.out, l.in, 1, x, l.in, l.w, l.in, 0, y, l.out)
 	}
 	if l.b != nil {
@@ -62,12 +70,20 @@ type pagedLinears struct {
 	head       pagedLinear // the tied embedding, no bias
 }
 
-func newPagedLinears(p *Params) pagedLinears {
+// newPagedLinears lays out p's weights; with q (an int8 model whose
+// float32 part is p) the linear layers' matrices are q's, multiplied by
+// kernel.
+func newPagedLinears(p *Params, q *Quantized, kernel Int8Kernel) pagedLinears {
 	cfg := p.Config()
 	C := cfg.Embd
 	lin := func(name string, in, out int, bias bool) pagedLinear {
-		l := pagedLinear{w: p.Slice(name + ".weight"), in: in, out: out}
-		l.pack()
+		l := pagedLinear{in: in, out: out}
+		if t := int8Tensor(q, name+".weight"); t != nil {
+			l.int8, l.kernel = q.packed(t), kernel
+		} else {
+			l.w = p.Slice(name + ".weight")
+			l.pack()
+		}
 		if bias {
 			l.b = p.Slice(name + ".bias")
 		}
@@ -102,4 +118,12 @@ func (l *pagedLinear) pack() {
 		panic(err) // shapes come from the parameters' own
 	}
 	l.packed = pk
+}
+
+// int8Tensor is q's int8 tensor name, or nil (q nil: a float32 model).
+func int8Tensor(q *Quantized, name string) *Int8Tensor {
+	if q == nil {
+		return nil
+	}
+	return q.Tensor(name)
 }

@@ -75,11 +75,47 @@ var ErrFit = errors.New("cost fit")
 // whose feature is zero in every measurement cannot be told apart and is
 // left at 0. It also returns the root-mean-square residual in seconds.
 func Fit(work []Work, secs []float64) (Cost, float64, error) {
+	return fitTerms(work, secs, [6]bool{})
+}
+
+// FitNonNegative is Fit with every term at least 0 (a time is never
+// negative; correlated terms can make least squares give one a negative
+// weight that the others then compensate). It drops the most negative
+// term and fits the rest again until none is negative (the active-set
+// method of Lawson and Hanson's NNLS, one term at a time). It also
+// returns the names of the terms it held at 0.
+func FitNonNegative(work []Work, secs []float64) (Cost, float64, []string, error) {
+	var fixed [6]bool
+	var zeroed []string
+	for {
+		c, rms, err := fitTerms(work, secs, fixed)
+		if err != nil {
+			return c, rms, zeroed, err
+		}
+		worst := -1
+		for j, v := range c.terms() {
+			if v < 0 && (worst < 0 || v < c.terms()[worst]) {
+				worst = j
+			}
+		}
+		if worst < 0 {
+			return c, rms, zeroed, nil
+		}
+		fixed[worst] = true
+		zeroed = append(zeroed, costNames[worst])
+	}
+}
+
+// fitTerms is Fit with the terms marked in fixed held at 0.
+func fitTerms(work []Work, secs []float64, fixed [6]bool) (Cost, float64, error) {
 	if len(work) != len(secs) {
 		return Cost{}, 0, fmt.Errorf("%w: %d measurements of work, %d times", ErrFit, len(work), len(secs))
 	}
 	var used []int
 	for j := range 6 {
+		if fixed[j] {
+			continue
+		}
 		for _, w := range work {
 			if features(w)[j] != 0 {
 				used = append(used, j)

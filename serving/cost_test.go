@@ -106,3 +106,38 @@ func TestBatchWork(t *testing.T) {
 		t.Fatalf("Work() = %+v, want %+v", got, want)
 	}
 }
+
+// TestFitNonNegative: times made by a model with no decode-context cost,
+// plus noise that pulls least squares' weight for that term below 0,
+// fit to a model whose every term is >= 0 and whose named zero is that
+// term; exact data with every term positive is left as Fit finds it.
+func TestFitNonNegative(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	work, secs := measurements(r, 200, true)
+	got, _, zeroed, err := FitNonNegative(work, secs)
+	if err != nil || len(zeroed) != 0 || math.Abs(got.Overhead-DefaultCost.Overhead) > 1e-9*DefaultCost.Overhead {
+		t.Fatalf("exact data: %+v, zeroed %v, %v", got, zeroed, err)
+	}
+	truth := DefaultCost
+	truth.DecodeContext = 0
+	for i, w := range work {
+		// noise falling with the context read: its least-squares weight is negative
+		secs[i] = truth.Time(w) - 2e-9*float64(w.DecodeContext)*(1+0.1*r.Float64())
+	}
+	plain, _, err := Fit(work, secs)
+	if err != nil || plain.DecodeContext >= 0 {
+		t.Fatalf("least squares: decode context %g (%v), want < 0 for this test to mean anything", plain.DecodeContext, err)
+	}
+	got, _, zeroed, err = FitNonNegative(work, secs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got.terms() {
+		if v < 0 {
+			t.Errorf("%s = %g < 0", costNames[i], v)
+		}
+	}
+	if len(zeroed) == 0 || zeroed[0] != "decode context" || got.DecodeContext != 0 {
+		t.Errorf("zeroed %v, decode context %g: want the decode context held at 0", zeroed, got.DecodeContext)
+	}
+}

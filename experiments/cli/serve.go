@@ -104,13 +104,13 @@ func serveCommand(fs *flag.FlagSet) Runner {
 		if name == "" {
 			name = "gptlab-" + presetOf(ck.Params.Config())
 		}
-		return serveEngine(ctx, e, newEngineBackend(e, ck.Tokenizer(), name), l, &sc, stderr)
+		return serveEngine(ctx, e, engine.NewBackend(e, ck.Tokenizer(), name), l, &sc, stderr)
 	}
 }
 
 // serveEngine runs the engine's loop and the HTTP server until ctx ends,
 // then drains both.
-func serveEngine(ctx context.Context, e *engine.Engine, b *engineBackend, l net.Listener, sc *serveConfig, stderr io.Writer) error {
+func serveEngine(ctx context.Context, e *engine.Engine, b *engine.Backend, l net.Listener, sc *serveConfig, stderr io.Writer) error {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	ran := make(chan error, 1)

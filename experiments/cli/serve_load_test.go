@@ -45,7 +45,7 @@ func TestServeEngineUnderLoad(t *testing.T) {
 	runCtx, stopRun := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- e.Run(runCtx) }()
-	ts := httptest.NewServer(openai.New(newEngineBackend(e, tok, "tiny"), openai.Config{}))
+	ts := httptest.NewServer(openai.New(engine.NewBackend(e, tok, "tiny"), openai.Config{}))
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
 	client := &http.Client{Transport: tr}
 

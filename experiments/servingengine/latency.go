@@ -12,62 +12,45 @@ import (
 )
 
 // latency replays generated traffic on the wall clock at rates that are
-// fractions of the engine's batch-32 decode capacity, under continuous
-// and fixed batching; fits serving's cost model on the continuous runs at
-// the lowest and highest rate and predicts the others with the simulator;
-// compares the two policies' goodput at equal SLOs with the simulator's.
+// fractions of the engine's batch-32 decode capacity under continuous
+// batching, fits serving's cost model on the runs at the lowest and
+// highest rate and predicts the others with the simulator. The fitted
+// model is kept for the goodput section.
 func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, prefillTPS float64) error {
 	cfg := el.cfg
-	// A mixed iteration: a batch-32 decode and a full chunk of prefill.
-	iter := step32 + float64(cfg.MaxTokens)/prefillTPS
-	slo := serving.SLO{TTFT: cfg.SLOTTFT.Seconds(), TPOT: cfg.SLOTPOT.Seconds()}
-	// Derived limits stay 0 in the config (they are timings, not
-	// settings: the config line must not change from run to run); the
-	// goodput table names the values used.
-	if slo.TTFT == 0 {
-		slo.TTFT = 25 * iter
-	}
-	if slo.TPOT == 0 {
-		slo.TPOT = 3 * iter
-	}
-	meanOut := float64(el.output.Lo+el.output.Hi) / 2
-	meanPrompt := float64(el.prompt.Lo+el.prompt.Hi) / 2
-	// requests/s when every output token decodes at batch-32 speed and
-	// every prompt token prefills at the best chunk's speed
-	capacity := 1 / (meanOut*step32/32 + meanPrompt/prefillTPS)
-	contCfg := engine.Config{Policy: "continuous", MaxSeqs: cfg.MaxSeqs, MaxTokens: cfg.MaxTokens, Chunked: true, Watermark: 0.01}
-	fixedCfg := engine.Config{Policy: "fixed", MaxSeqs: cfg.MaxSeqs}
+	capacity := el.capacity(el.prompt, el.output, step32, prefillTPS)
+	contCfg := el.continuousConfig()
 	type point struct {
-		rate        float64
-		reqs        []serving.Request
-		cont, fixed serving.Summary
-		iters       []engine.IterTime
+		rate  float64
+		reqs  []serving.Request
+		runs  []serving.Summary
+		cont  serving.Summary // the runs' median of each figure
+		iters []engine.IterTime
 	}
-	var pts []point
+	pts := make([]point, len(cfg.Loads))
 	for i, load := range cfg.Loads {
 		rate := load * capacity
 		reqs, err := serving.Workload{N: cfg.Requests, Rate: rate, CV: 1, Prompt: el.prompt, Output: el.output, Seed: uint64(el.opt.Seed) + uint64(i)}.Generate()
 		if err != nil {
 			return err
 		}
-		p := point{rate: rate, reqs: reqs}
-		for _, pc := range []engine.Config{contCfg, fixedCfg} {
-			e, err := el.engine(pc)
+		pts[i] = point{rate: rate, reqs: reqs}
+	}
+	// The rates interleaved, each repeated on the same requests: a spell
+	// of load from the machine's other processes falls on one repeat of
+	// several rates, not on every repeat of one.
+	for range cfg.LatencyReps {
+		for i := range pts {
+			res, err := el.replay(ctx, pts[i].reqs, contCfg, pts[i].rate)
 			if err != nil {
 				return err
 			}
-			res, err := engine.Replay(ctx, e, reqs)
-			if err != nil {
-				return err
-			}
-			el.finish(e, fmt.Sprintf("%s at %.0f req/s", pc.Policy, rate))
-			if pc.Policy == "continuous" {
-				p.cont, p.iters = res.Rec.Summary(slo), res.Iters
-			} else {
-				p.fixed = res.Rec.Summary(slo)
-			}
+			pts[i].runs = append(pts[i].runs, res.Rec.Summary(serving.SLO{}))
+			pts[i].iters = append(pts[i].iters, res.Iters...)
 		}
-		pts = append(pts, p)
+	}
+	for i := range pts {
+		pts[i].cont = medianSummary(pts[i].runs)
 	}
 	ms := func(s float64) float64 { return 1e3 * s }
 	t := r.AddTable(fmt.Sprintf("Continuous batching on the engine, wall clock: %d requests a rate, prompts %s, outputs %s", cfg.Requests, cfg.PromptLens, cfg.OutputLens),
@@ -77,7 +60,8 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 		s := p.cont
 		t.Row(p.rate, ms(s.TTFT.Median), ms(s.TTFT.P90), ms(s.TPOT.Median), ms(s.TPOT.P90), ms(s.ITL.Median), ms(s.E2E.Median), ms(s.E2E.P90), s.OutputThroughput)
 	}
-	t.Note("Rates are %v of the capacity measured above (%.0f requests/s of %.0f prompt tokens at the best prefill speed and %.0f output tokens at batch-32 decode speed); Poisson arrivals; %d sequences and %d tokens an iteration at most, chunked prefill; percentiles as vLLM's benchmark_serving.py computes them.", cfg.Loads, capacity, meanPrompt, meanOut, cfg.MaxSeqs, cfg.MaxTokens)
+	meanPrompt, meanOut := meanLengths(el.prompt, el.output)
+	t.Note("Rates are %v of the capacity measured above (%.0f requests/s of %.1f prompt tokens at the best prefill speed and %.1f output tokens at batch-32 decode speed); Poisson arrivals; %d sequences and %d tokens an iteration at most, chunked prefill; percentiles as vLLM's benchmark_serving.py computes them, each the median of %d runs of the same requests (the rates interleaved).", cfg.Loads, capacity, meanPrompt, meanOut, cfg.MaxSeqs, cfg.MaxTokens, cfg.LatencyReps)
 
 	// The simulator calibrated on the engine.
 	var work []serving.Work
@@ -87,48 +71,15 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 			work, secs = append(work, it.Work), append(secs, it.Secs)
 		}
 	}
-	cost, rms, dropped, err := robustFit(work, secs)
+	cost, rms, dropped, zeroed, err := robustFit(work, secs)
 	if err != nil {
 		return fmt.Errorf("fit the cost model on the engine: %w", err)
-	}
-	// Least squares may give a term a small negative weight (the terms are
-	// correlated); a time is never negative: such terms are set to 0.
-	var clamped []string
-	for _, term := range []struct {
-		name string
-		v    *float64
-	}{{"overhead", &cost.Overhead}, {"prefill token", &cost.PrefillToken}, {"prefill pair", &cost.PrefillPair},
-		{"decode token", &cost.DecodeToken}, {"decode context", &cost.DecodeContext}, {"swap block", &cost.SwapBlock}} {
-		if *term.v < 0 {
-			clamped = append(clamped, fmt.Sprintf("%s (%.3g s)", term.name, *term.v))
-			*term.v = 0
-		}
-	}
-	simulate := func(p point, pc engine.Config) (serving.Summary, error) {
-		b, err := serving.NewBlocks(serving.BlockConfig{Size: cfg.BlockSize, Device: cfg.Blocks})
-		if err != nil {
-			return serving.Summary{}, err
-		}
-		var s serving.Scheduler
-		if pc.Policy == "fixed" {
-			s, err = serving.NewFixed(b, pc.MaxSeqs)
-		} else {
-			s, err = serving.NewContinuous(b, serving.ContinuousConfig{MaxSeqs: pc.MaxSeqs, MaxTokens: pc.MaxTokens, Chunked: true, Watermark: 0.01})
-		}
-		if err != nil {
-			return serving.Summary{}, err
-		}
-		res, err := serving.Simulate(ctx, p.reqs, s, serving.SimConfig{Cost: cost})
-		if err != nil {
-			return serving.Summary{}, err
-		}
-		return res.Rec.Summary(slo), nil
 	}
 	ct := r.AddTable("The simulator calibrated on the engine: predicted at rates not used for the fit",
 		reports.Float("rate (req/s)", 0), reports.Text("metric"), reports.Float("engine ms", 3), reports.Float("simulator ms", 3), reports.Percent("error", 1))
 	errs := map[string][]float64{}
 	for _, p := range pts[1 : len(pts)-1] {
-		sim, err := simulate(p, contCfg)
+		sim, err := el.simulate(ctx, p.reqs, contCfg, cost, serving.SLO{})
 		if err != nil {
 			return err
 		}
@@ -144,10 +95,10 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 			ct.Row(p.rate, m.name, ms(m.eng), ms(m.sim), e)
 		}
 	}
-	ct.Note("serving.Fit on the %d iterations of the runs at %.0f and %.0f req/s, less %d outliers (an iteration more than 4 median absolute residuals slower than the fit: the machine's other processes), rms residual %.1f µs: overhead %.1f µs, %.2f µs a prefill token, %.3f ns a prefill pair, %.2f µs a decode, %.3f ns a token of decode context.",
+	ct.Note("serving.FitNonNegative on the %d iterations of the runs at %.0f and %.0f req/s, less %d outliers (an iteration more than 4 median absolute residuals slower than the fit: the machine's other processes), rms residual %.1f µs: overhead %.1f µs, %.2f µs a prefill token, %.3f ns a prefill pair, %.2f µs a decode, %.3f ns a token of decode context.",
 		len(work), pts[0].rate, pts[len(pts)-1].rate, dropped, 1e6*rms, 1e6*cost.Overhead, 1e6*cost.PrefillToken, 1e9*cost.PrefillPair, 1e6*cost.DecodeToken, 1e9*cost.DecodeContext)
-	if len(clamped) > 0 {
-		ct.Note("The fit gave negative weights, set to 0: %v.", clamped)
+	if len(zeroed) > 0 {
+		ct.Note("Held at 0 by the non-negative fit (least squares gave them a negative weight: the terms are correlated): %v.", zeroed)
 	}
 	worst := 0.0
 	for _, name := range []string{"ttft_p50", "ttft_p90", "tpot_p50", "tpot_p90"} {
@@ -163,62 +114,117 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 	// where it is missed, and on a shared 2-core machine it is.
 	verdict := "met"
 	if worst > 0.10 {
-		verdict = "MISSED: iterations of 0.05 to 1 ms are of the size of a descheduling on a shared machine, so the fitted cost model's residuals are as large as the costs it fits"
+		its := make([]float64, len(secs))
+		copy(its, secs)
+		medIter := lab.Median(its)
+		verdict = fmt.Sprintf("MISSED: the fit's rms residual is %.0f%% of the median iteration (%.0f µs): on a shared machine iterations this short vary as much as the costs the model fits, and a decode's cost is not linear in its rows (%.0f µs at batch 1, %.1f µs a row at batch 32)",
+			100*rms/medIter, 1e6*medIter, 1e6*el.step1, 1e6*step32/32)
 	}
 	r.Note("Simulator calibrated on the engine: largest mean error over the held-out rates %.1f%% (p50/p90 TTFT and TPOT) against a target of 10%%: %s.", 100*worst, verdict)
 
-	// Fixed against continuous at equal SLOs.
-	gt := r.AddTable(fmt.Sprintf("Goodput at TTFT <= %.2f ms and TPOT <= %.3f ms: fixed batches of %d against continuous", ms(slo.TTFT), ms(slo.TPOT), cfg.MaxSeqs),
-		reports.Float("rate (req/s)", 0), reports.Float("fixed", 1), reports.Float("continuous", 1), reports.Float("ratio", 2),
-		reports.Float("sim fixed", 1), reports.Float("sim cont.", 1), reports.Float("sim ratio", 2))
-	peak := 0
-	simRatios := make([]float64, len(pts))
-	for i, p := range pts {
-		sf, err := simulate(p, fixedCfg)
-		if err != nil {
-			return err
-		}
-		sc, err := simulate(p, contCfg)
-		if err != nil {
-			return err
-		}
-		simRatios[i] = ratio(sc.Goodput, sf.Goodput)
-		gt.Row(p.rate, p.fixed.Goodput, p.cont.Goodput, ratio(p.cont.Goodput, p.fixed.Goodput), sf.Goodput, sc.Goodput, simRatios[i])
-		if p.fixed.Goodput > pts[peak].fixed.Goodput {
-			peak = i
-		}
-	}
-	gt.Note("Goodput: completed requests a second meeting both SLOs (vLLM's definition); the SLOs are %s. The simulator's columns run the same requests with the cost model fitted above.", sloNote(el.cfg, iter))
-	g, simRatio := ratio(pts[peak].cont.Goodput, pts[peak].fixed.Goodput), simRatios[peak]
-	r.Metric("goodput_ratio_continuous_vs_fixed", g)
-	// The target (at least 2x, as the serving lab's simulator finds on its
-	// own workload) is stated with its figure, not checked: on this
-	// workload the simulator itself finds no difference, so the workload
-	// does not reach fixed batching's collapse and the comparison cannot
-	// show the effect either way.
-	verdict = "met"
-	if g < 2 {
-		verdict = fmt.Sprintf("MISSED; the simulator finds %.2fx on the same workload: its rates and SLOs do not reach the regime where fixed batching collapses", simRatio)
-	}
-	r.Note("Continuous against fixed goodput at fixed's peak rate: %.2fx at %.0f req/s (fixed %.1f, continuous %.1f req/s) against a target of 2x: %s.", g, pts[peak].rate, pts[peak].fixed.Goodput, pts[peak].cont.Goodput, verdict)
+	el.cost = cost
+	mid := pts[len(pts)/2]
+	el.httpRate, el.httpReqs = mid.rate, mid.reqs
 	return nil
 }
 
-func sloNote(c *engineConfig, iter float64) string {
-	if c.SLOTTFT == 0 || c.SLOTPOT == 0 {
-		return fmt.Sprintf("25 and 3 (where --set slo-ttft, slo-tpot are 0) mixed iterations of %.0f µs: a batch-32 decode and a full prefill chunk, as measured on this machine", 1e6*iter)
+// medianSummary is the median over runs of each latency percentile and
+// of the output throughput.
+func medianSummary(runs []serving.Summary) serving.Summary {
+	med := func(f func(s serving.Summary) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, s := range runs {
+			xs[i] = f(s)
+		}
+		return lab.Median(xs)
 	}
-	return fmt.Sprintf("--set slo-ttft=%v slo-tpot=%v", c.SLOTTFT, c.SLOTPOT)
+	var m serving.Summary
+	for _, d := range []struct {
+		out *serving.Dist
+		of  func(s serving.Summary) serving.Dist
+	}{
+		{&m.TTFT, func(s serving.Summary) serving.Dist { return s.TTFT }}, {&m.TPOT, func(s serving.Summary) serving.Dist { return s.TPOT }},
+		{&m.ITL, func(s serving.Summary) serving.Dist { return s.ITL }}, {&m.E2E, func(s serving.Summary) serving.Dist { return s.E2E }},
+	} {
+		d.out.Median = med(func(s serving.Summary) float64 { return d.of(s).Median })
+		d.out.P90 = med(func(s serving.Summary) float64 { return d.of(s).P90 })
+		d.out.P99 = med(func(s serving.Summary) float64 { return d.of(s).P99 })
+	}
+	m.OutputThroughput = med(func(s serving.Summary) float64 { return s.OutputThroughput })
+	return m
 }
 
-// robustFit is serving.Fit twice: the second time without the iterations
-// whose time exceeds the first fit by more than 4 median absolute
-// residuals (an iteration descheduled by another process is an outlier,
-// not a cost).
-func robustFit(work []serving.Work, secs []float64) (serving.Cost, float64, int, error) {
-	cost, rms, err := serving.Fit(work, secs)
+// capacity is the requests/s of a workload when every output token
+// decodes at batch-32 speed and every prompt token prefills at the best
+// chunk's speed.
+func (el *engineLab) capacity(prompt, output serving.Lengths, step32, prefillTPS float64) float64 {
+	p, o := meanLengths(prompt, output)
+	return 1 / (o*step32/32 + p/prefillTPS)
+}
+
+// meanLengths is the mean prompt and output length of 10,000 requests
+// drawn from the distributions (a fixed seed: the same means every run).
+func meanLengths(prompt, output serving.Lengths) (p, o float64) {
+	reqs, err := serving.Workload{N: 10000, Prompt: prompt, Output: output, Seed: 1}.Generate()
 	if err != nil {
-		return cost, rms, 0, err
+		panic(fmt.Sprintf("servingengine: lengths validated at start: %v", err))
+	}
+	for _, q := range reqs {
+		p, o = p+float64(q.Prompt)/float64(len(reqs)), o+float64(q.Output)/float64(len(reqs))
+	}
+	return p, o
+}
+
+// continuousConfig is the latency and goodput runs' continuous batching.
+func (el *engineLab) continuousConfig() engine.Config {
+	return engine.Config{Policy: "continuous", MaxSeqs: el.cfg.MaxSeqs, MaxTokens: el.cfg.MaxTokens, Chunked: true, Watermark: 0.01}
+}
+
+// replay serves reqs on the wall clock under c and checks its blocks.
+func (el *engineLab) replay(ctx context.Context, reqs []serving.Request, c engine.Config, rate float64) (*engine.ReplayResult, error) {
+	e, err := el.engine(c)
+	if err != nil {
+		return nil, err
+	}
+	res, err := engine.Replay(ctx, e, reqs)
+	if err != nil {
+		return nil, err
+	}
+	el.finish(e, fmt.Sprintf("%s at %.0f req/s", c.Policy, rate))
+	return res, nil
+}
+
+// simulate runs reqs through serving's simulator under c's policy with
+// cost, over a pool like the engine's.
+func (el *engineLab) simulate(ctx context.Context, reqs []serving.Request, c engine.Config, cost serving.Cost, slo serving.SLO) (serving.Summary, error) {
+	b, err := serving.NewBlocks(serving.BlockConfig{Size: el.cfg.BlockSize, Device: el.cfg.Blocks})
+	if err != nil {
+		return serving.Summary{}, err
+	}
+	var s serving.Scheduler
+	if c.Policy == "fixed" {
+		s, err = serving.NewFixed(b, c.MaxSeqs)
+	} else {
+		s, err = serving.NewContinuous(b, serving.ContinuousConfig{MaxSeqs: c.MaxSeqs, MaxTokens: c.MaxTokens, Chunked: c.Chunked, Watermark: c.Watermark})
+	}
+	if err != nil {
+		return serving.Summary{}, err
+	}
+	res, err := serving.Simulate(ctx, reqs, s, serving.SimConfig{Cost: cost})
+	if err != nil {
+		return serving.Summary{}, err
+	}
+	return res.Rec.Summary(slo), nil
+}
+
+// robustFit is serving.FitNonNegative twice: the second time without the
+// iterations whose time exceeds the first fit by more than 4 median
+// absolute residuals (an iteration descheduled by another process is an
+// outlier, not a cost).
+func robustFit(work []serving.Work, secs []float64) (serving.Cost, float64, int, []string, error) {
+	cost, rms, _, err := serving.FitNonNegative(work, secs)
+	if err != nil {
+		return cost, rms, 0, nil, err
 	}
 	res := make([]float64, len(work))
 	for i, w := range work {
@@ -232,6 +238,6 @@ func robustFit(work []serving.Work, secs []float64) (serving.Cost, float64, int,
 			kw, ks = append(kw, w), append(ks, secs[i])
 		}
 	}
-	cost, rms, err = serving.Fit(kw, ks)
-	return cost, rms, len(work) - len(kw), err
+	cost, rms, zeroed, err := serving.FitNonNegative(kw, ks)
+	return cost, rms, len(work) - len(kw), zeroed, err
 }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"gptlab/engine"
 	"gptlab/experiments/lab"
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/reports"
 	"gptlab/serving"
 )
@@ -22,11 +22,7 @@ import (
 // with models.Sampler decoding it alone (greedy), then forces recompute
 // and swap preemptions with a pool barely larger than one window.
 func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
-	var chars strings.Builder
-	for i := range el.mcfg.Vocab {
-		chars.WriteRune(rune(' ' + i))
-	}
-	tok, err := models.TokenizerFromChars(chars.String())
+	tok, err := el.tokenizer()
 	if err != nil {
 		return err
 	}
@@ -41,7 +37,17 @@ func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
 		reqs = append(reqs, q)
 	}
 	alone := make([][]int32, len(reqs))
-	s, err := models.NewSampler(el.params, tok)
+	// The reference decodes the engine's own model: with int8 weights, the
+	// same quantization under the same kernel (models.WithInt8).
+	p, opts := el.params, []models.ModelOption(nil)
+	if el.cfg.Weights == "int8" {
+		q, err := models.Quantize(el.params, models.QuantizeOptions{Scheme: precision.Int8PerChannel})
+		if err != nil {
+			return err
+		}
+		p, opts = q.Params(), []models.ModelOption{models.WithInt8(q, models.Int8Dynamic)}
+	}
+	s, err := models.NewSampler(p, tok, opts...)
 	if err != nil {
 		return err
 	}
@@ -122,10 +128,10 @@ func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
 // decodeRun serves B requests of the given prompt and length and returns
 // the decode tokens/s (decode-only iterations) and the seconds per decode
 // iteration, best of the repeats, and that repeat's iteration times.
-func (el *engineLab) decodeRun(ctx context.Context, B, prompt, tokens int) (tps, step float64, iters []float64, err error) {
+func (el *engineLab) decodeRun(ctx context.Context, B, prompt, tokens int, weights string) (tps, step float64, iters []float64, err error) {
 	rng := rand.New(rand.NewPCG(uint64(el.opt.Seed), uint64(B)))
 	for range el.cfg.Repeats {
-		e, err := el.engine(engine.Config{Policy: "continuous", MaxSeqs: B, MaxTokens: max(B*prompt, el.mcfg.Block), Chunked: true})
+		e, err := el.engine(engine.Config{Policy: "continuous", MaxSeqs: B, MaxTokens: max(B*prompt, el.mcfg.Block), Chunked: true, Weights: weights})
 		if err != nil {
 			return 0, 0, nil, err
 		}
@@ -168,21 +174,40 @@ func (el *engineLab) decodeRun(ctx context.Context, B, prompt, tokens int) (tps,
 // nearest batch measured).
 func (el *engineLab) decode(ctx context.Context, r *reports.Report) (float64, error) {
 	cfg := el.cfg
-	t := r.AddTable(fmt.Sprintf("Decode throughput: prompt %d, %d tokens per sequence, 1 thread", cfg.Prompt, cfg.Tokens),
-		reports.Int("batch"), reports.Float("engine tok/s", 0), reports.Float("step (µs)", 1),
-		reports.Float("PyTorch tok/s", 0), reports.Float("speedup", 2))
+	int8 := cfg.Weights == "int8"
+	cols := []reports.Column{reports.Int("batch"), reports.Float("engine tok/s", 0), reports.Float("step (µs)", 1)}
+	if int8 {
+		cols = append(cols, reports.Float("f32 tok/s", 0), reports.Float("int8/f32", 2))
+	}
+	cols = append(cols, reports.Float("PyTorch tok/s", 0), reports.Float("speedup", 2))
+	t := r.AddTable(fmt.Sprintf("Decode throughput: prompt %d, %d tokens per sequence, 1 thread, %s weights", cfg.Prompt, cfg.Tokens, cfg.Weights), cols...)
 	var step32 float64
 	best := 1 << 30
 	var peerErr error
 	speedup := map[int]float64{}
 	rounds := map[int][]float64{} // PyTorch's time a token over ours, an iteration a round
 	for _, B := range cfg.Batches {
-		tps, step, iters, err := el.decodeRun(ctx, B, cfg.Prompt, cfg.Tokens)
+		tps, step, iters, err := el.decodeRun(ctx, B, cfg.Prompt, cfg.Tokens, "")
 		if err != nil {
 			return 0, err
 		}
+		row := []any{B, tps, 1e6 * step}
+		if int8 {
+			f32, _, _, err := el.decodeRun(ctx, B, cfg.Prompt, cfg.Tokens, "f32")
+			if err != nil {
+				return 0, err
+			}
+			row = append(row, f32, tps/f32)
+			if B == 1 || B == 32 {
+				r.Metric(fmt.Sprintf("decode_tokens_per_s_b%d_f32", B), f32)
+				r.Metric(fmt.Sprintf("int8_decode_speedup_b%d", B), tps/f32)
+			}
+		}
 		if d := abs(B - 32); d < best {
 			best, step32 = d, step
+		}
+		if B == 1 {
+			el.step1 = step
 		}
 		var torch any = "-"
 		var sp any = "-"
@@ -200,7 +225,7 @@ func (el *engineLab) decode(ctx context.Context, r *reports.Report) (float64, er
 				return 0, err
 			}
 		}
-		t.Row(B, tps, 1e6*step, torch, sp)
+		t.Row(append(row, torch, sp)...)
 		if B == 1 || B == 32 {
 			r.Metric(fmt.Sprintf("decode_tokens_per_s_b%d", B), tps)
 		}
@@ -240,7 +265,7 @@ func (el *engineLab) contexts(ctx context.Context, r *reports.Report) error {
 	t := r.AddTable("Decode throughput against context length: batch 8, 4 decodes from each context",
 		reports.Int("context"), reports.Float("engine tok/s", 0), reports.Float("step (µs)", 1))
 	for _, c := range el.cfg.Contexts {
-		tps, step, _, err := el.decodeRun(ctx, 8, c, 5)
+		tps, step, _, err := el.decodeRun(ctx, 8, c, 5, "")
 		if err != nil {
 			return err
 		}

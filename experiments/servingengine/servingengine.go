@@ -27,41 +27,53 @@ import (
 )
 
 type engineConfig struct {
-	Model      string        `set:"model" help:"GPT preset served (random weights from --seed: throughput does not depend on them)"`
-	Batches    []int         `set:"batches" help:"decode batch sizes"`
-	Torch      []int         `set:"torch" help:"batch sizes PyTorch runs at too"`
-	Prompt     int           `set:"prompt" help:"decode sweep: prompt tokens per sequence"`
-	Tokens     int           `set:"tokens" help:"decode sweep: tokens generated per sequence"`
-	Contexts   []int         `set:"contexts" help:"context lengths of the context sweep (batch 8)"`
-	Chunks     []int         `set:"chunks" help:"prefill chunk sizes (tokens per iteration)"`
-	Repeats    int           `set:"repeats" help:"timed repetitions of each throughput point (best kept)"`
-	Requests   int           `set:"requests" help:"requests per latency run"`
-	Loads      []float64     `set:"loads" help:"arrival rates as fractions of the engine's measured capacity"`
-	PromptLens string        `set:"prompt-lens" help:"latency runs' prompt lengths (serving's forms)"`
-	OutputLens string        `set:"output-lens" help:"latency runs' output lengths"`
-	BlockSize  int           `set:"block-size" help:"tokens per KV block"`
-	Blocks     int           `set:"blocks" help:"device blocks in the KV pool"`
-	MaxSeqs    int           `set:"max-seqs" help:"continuous: sequences running at once; fixed: the batch"`
-	MaxTokens  int           `set:"max-tokens" help:"continuous: tokens per iteration (chunked prefill)"`
-	SLOTTFT    time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 25 mixed iterations, see the report)"`
-	SLOTPOT    time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 mixed iterations)"`
-	Threads    int           `set:"threads" help:"PyTorch's threads (the engine runs on one)"`
+	Model         string        `set:"model" help:"GPT preset served (random weights from --seed: throughput does not depend on them)"`
+	Weights       string        `set:"weights" help:"the engine's linear layers: f32, or int8 (per output channel, activations quantized per row as PyTorch's quantize_dynamic); int8 also measures f32 decode beside it"`
+	Batches       []int         `set:"batches" help:"decode batch sizes"`
+	Torch         []int         `set:"torch" help:"batch sizes PyTorch runs at too"`
+	Prompt        int           `set:"prompt" help:"decode sweep: prompt tokens per sequence"`
+	Tokens        int           `set:"tokens" help:"decode sweep: tokens generated per sequence"`
+	Contexts      []int         `set:"contexts" help:"context lengths of the context sweep (batch 8)"`
+	Chunks        []int         `set:"chunks" help:"prefill chunk sizes (tokens per iteration)"`
+	Repeats       int           `set:"repeats" help:"timed repetitions of each throughput point (best kept)"`
+	Requests      int           `set:"requests" help:"requests per latency run"`
+	Loads         []float64     `set:"loads" help:"arrival rates as fractions of the engine's measured capacity"`
+	LatencyReps   int           `set:"latency-repeats" help:"runs of each latency rate (the median kept)"`
+	PromptLens    string        `set:"prompt-lens" help:"latency runs' prompt lengths (serving's forms)"`
+	OutputLens    string        `set:"output-lens" help:"latency runs' output lengths"`
+	BlockSize     int           `set:"block-size" help:"tokens per KV block"`
+	Blocks        int           `set:"blocks" help:"device blocks in the KV pool"`
+	MaxSeqs       int           `set:"max-seqs" help:"continuous: sequences running at once; fixed: the batch"`
+	MaxTokens     int           `set:"max-tokens" help:"continuous: tokens per iteration (chunked prefill)"`
+	GoodputPrompt string        `set:"goodput-prompt" help:"goodput runs' prompt lengths"`
+	GoodputOutput string        `set:"goodput-output" help:"goodput runs' output lengths (widely varying: a fixed batch waits for its longest)"`
+	GoodputLoads  []float64     `set:"goodput-loads" help:"goodput runs' rates as fractions of that workload's capacity"`
+	GoodputCV     float64       `set:"goodput-cv" help:"goodput runs' arrival burstiness (CV of the gaps; 1: Poisson)"`
+	GoodputReqs   int           `set:"goodput-requests" help:"requests per goodput run"`
+	GoodputBudget time.Duration `set:"goodput-budget" help:"time the 2x check may spend on rounds past its first ten, while inconclusive"`
+	SLOTTFT       time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 10 batch-1 decode iterations, see the report)"`
+	SLOTPOT       time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 batch-32 decode iterations)"`
+	Threads       int           `set:"threads" help:"PyTorch's threads (the engine runs on one)"`
 }
 
 var engineDefaults = engineConfig{
-	Model: "baby", Batches: []int{1, 8, 32, 64}, Torch: []int{1, 8, 32, 64}, Prompt: 1, Tokens: 63, Contexts: []int{8, 16, 32, 56},
-	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.25, 0.5, 0.75, 1, 1.25, 1.5},
-	PromptLens: "uniform:4:32", OutputLens: "uniform:4:32", BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
+	Model: "baby", Weights: "f32", Batches: []int{1, 8, 32, 64}, Torch: []int{1, 8, 32, 64}, Prompt: 1, Tokens: 63, Contexts: []int{8, 16, 32, 56},
+	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.2, 0.35, 0.5, 0.65, 0.8}, LatencyReps: 3,
+	PromptLens: "uniform:4:32", OutputLens: "uniform:4:32", GoodputPrompt: "uniform:2:8", GoodputOutput: "uniform:1:56",
+	GoodputLoads: []float64{0.2, 0.3, 0.4, 0.5, 0.6}, GoodputCV: 2, GoodputReqs: 400, GoodputBudget: 20 * time.Second, BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
 	MaxTokens: 64, Threads: 1,
 }
 
 // Lab is the serving-engine lab.
 var Lab = lab.New("serving-engine", "one serving policy on the real model", engineDefaults, engineQuick, runEngine)
 
-// engineQuick keeps every section with fewer points and requests.
+// engineQuick keeps every section with fewer points and requests, and
+// PyTorch at one batch size (each point starts a Python process: several
+// seconds), the one whose target is the harder.
 func engineQuick(c *engineConfig) {
-	c.Repeats, c.Requests, c.Contexts, c.Chunks, c.Loads = 1, 60, []int{8, 48}, []int{16, 64}, []float64{0.4, 0.8, 1.2}
-	c.Torch = []int{1, 32}
+	c.Repeats, c.Requests, c.Contexts, c.Chunks, c.Loads = 1, 100, []int{8, 48}, []int{16, 64}, []float64{0.2, 0.5, 0.8}
+	c.GoodputLoads, c.GoodputReqs, c.GoodputBudget = []float64{0.25, 0.4, 0.55}, 150, 0
+	c.Torch = []int{32}
 }
 
 type engineLab struct {
@@ -71,9 +83,15 @@ type engineLab struct {
 	params *models.Params
 	prompt serving.Lengths
 	output serving.Lengths
-	runs   int // engine runs whose blocks were checked free at the end
-	leaks  []string
-	checks int64 // invariant checks after iterations
+	// the goodput runs' lengths
+	gprompt, goutput serving.Lengths
+	runs             int // engine runs whose blocks were checked free at the end
+	leaks            []string
+	checks           int64             // invariant checks after iterations
+	step1            float64           // seconds of a batch-1 decode iteration (0 until measured)
+	cost             serving.Cost      // the cost model fitted on the latency runs
+	httpRate         float64           // the latency section's middle rate and its requests,
+	httpReqs         []serving.Request // served again in process and over HTTP
 }
 
 func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*reports.Report, error) {
@@ -92,6 +110,8 @@ func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*report
 		{"contexts", func() error { return el.contexts(ctx, r) }},
 		{"prefill", func() (err error) { prefillTPS, err = el.prefill(ctx, r); return err }},
 		{"latency", func() error { return el.latency(ctx, r, step32, prefillTPS) }},
+		{"http", func() error { return el.httpCost(ctx, r, el.httpRate, el.httpReqs) }},
+		{"goodput", func() error { return el.goodput(ctx, r, step32, prefillTPS) }},
 	} {
 		t0 := time.Now()
 		if err := s.run(); err != nil {
@@ -121,6 +141,8 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return len(xs) == 0 || slices.ContainsFunc(xs, func(x int) bool { return x < lo || x > hi })
 	}
 	switch {
+	case cfg.Weights != "f32" && cfg.Weights != "int8":
+		return nil, lab.Usagef("--set weights=%s: want f32 or int8", cfg.Weights)
 	case bad(cfg.Batches, 1, 256):
 		return nil, lab.Usagef("--set batches=%v: want batch sizes of 1 to 256", cfg.Batches)
 	case cfg.Prompt < 1 || cfg.Tokens < 2 || cfg.Prompt+cfg.Tokens > mcfg.Block:
@@ -135,6 +157,14 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return nil, lab.Usagef("--set requests=%d: want 10 to 100000", cfg.Requests)
 	case len(cfg.Loads) < 3 || slices.ContainsFunc(cfg.Loads, func(x float64) bool { return !(x > 0 && x <= 100) }) || !slices.IsSorted(cfg.Loads):
 		return nil, lab.Usagef("--set loads=%v: want three or more increasing fractions in (0, 100]", cfg.Loads)
+	case len(cfg.GoodputLoads) < 2 || slices.ContainsFunc(cfg.GoodputLoads, func(x float64) bool { return !(x > 0 && x <= 100) }) || !slices.IsSorted(cfg.GoodputLoads):
+		return nil, lab.Usagef("--set goodput-loads=%v: want two or more increasing fractions in (0, 100]", cfg.GoodputLoads)
+	case cfg.GoodputBudget < 0 || cfg.GoodputBudget > time.Hour:
+		return nil, lab.Usagef("--set goodput-budget=%v: want 0 to 1h", cfg.GoodputBudget)
+	case cfg.LatencyReps < 1 || cfg.LatencyReps > 100:
+		return nil, lab.Usagef("--set latency-repeats=%d: want 1 to 100", cfg.LatencyReps)
+	case !(cfg.GoodputCV > 0 && cfg.GoodputCV <= 10) || cfg.GoodputReqs < 10 || cfg.GoodputReqs > 100000:
+		return nil, lab.Usagef("--set goodput-cv=%v goodput-requests=%d: want a CV in (0, 10] and 10 to 100000 requests", cfg.GoodputCV, cfg.GoodputReqs)
 	case cfg.BlockSize < 1 || cfg.BlockSize > 1024 || cfg.Blocks < 1 || cfg.Blocks > 1<<20:
 		return nil, lab.Usagef("--set block-size=%d blocks=%d: want 1 to 1024 tokens and 1 to 1048576 blocks", cfg.BlockSize, cfg.Blocks)
 	case cfg.MaxSeqs < 1 || cfg.MaxSeqs > 4096 || cfg.MaxTokens < 1 || cfg.MaxTokens > 1<<16:
@@ -151,6 +181,15 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 	if el.output, err = serving.ParseLengths(cfg.OutputLens); err != nil {
 		return nil, lab.Usagef("--set output-lens=%s: %v", cfg.OutputLens, err)
 	}
+	if el.gprompt, err = serving.ParseLengths(cfg.GoodputPrompt); err != nil {
+		return nil, lab.Usagef("--set goodput-prompt=%s: %v", cfg.GoodputPrompt, err)
+	}
+	if el.goutput, err = serving.ParseLengths(cfg.GoodputOutput); err != nil {
+		return nil, lab.Usagef("--set goodput-output=%s: %v", cfg.GoodputOutput, err)
+	}
+	if el.gprompt.Hi+el.goutput.Hi > mcfg.Block {
+		return nil, lab.Usagef("--set goodput-prompt=%s goodput-output=%s: the longest request, %d tokens, exceeds the window of %d", cfg.GoodputPrompt, cfg.GoodputOutput, el.gprompt.Hi+el.goutput.Hi, mcfg.Block)
+	}
 	if el.prompt.Hi+el.output.Hi > mcfg.Block {
 		return nil, lab.Usagef("--set prompt-lens=%s output-lens=%s: the longest request, %d tokens, exceeds the window of %d", cfg.PromptLens, cfg.OutputLens, el.prompt.Hi+el.output.Hi, mcfg.Block)
 	}
@@ -160,8 +199,13 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 	return el, nil
 }
 
-// engine makes an engine over the lab's pool with c's policy.
+// engine makes an engine over the lab's pool with c's policy, with the
+// lab's weights unless c names its own.
 func (el *engineLab) engine(c engine.Config) (*engine.Engine, error) {
+	if c.Weights == "" {
+		c.Weights = el.cfg.Weights
+	}
+	c.Int8Kernel = models.Int8Dynamic
 	if c.BlockSize == 0 {
 		c.BlockSize = el.cfg.BlockSize
 	}

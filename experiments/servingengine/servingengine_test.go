@@ -12,7 +12,7 @@ import (
 // are not timings: greedy and preemption equality, invariants, blocks
 // free after every run; and the metrics the issue names are there.
 func TestLabQuick(t *testing.T) {
-	r, err := labtest.Run(Lab, true, "requests=30", "batches=1,32", "torch=0", "contexts=8", "chunks=32")
+	r, err := labtest.Run(Lab, true, "requests=30", "batches=1,32", "torch=0", "contexts=8", "chunks=32", "goodput-requests=40")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestLabQuick(t *testing.T) {
 }
 
 func TestLabBadInput(t *testing.T) {
-	for _, set := range []string{"model=huge", "batches=0", "prompt=60", "loads=0.5,0.2,0.9", "prompt-lens=uniform:4:60", "threads=0"} {
+	for _, set := range []string{"model=huge", "batches=0", "prompt=60", "loads=0.5,0.2,0.9", "prompt-lens=uniform:4:60", "threads=0", "weights=int4", "goodput-loads=0.5"} {
 		if _, err := labtest.Run(Lab, true, set); !errors.Is(err, lab.ErrUsage) {
 			t.Errorf("--set %s: %v, want a usage error", set, err)
 		}
