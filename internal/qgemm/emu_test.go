@@ -325,7 +325,7 @@ func TestWeightOnlyKernels(t *testing.T) {
 // unsigned accumulators start at corr. The assembly kernels'
 // instruction-level models run through it.
 func runTile(t *tile, unsigned bool, g func(a []byte, w []int8) int32) {
-	for i := range t.mr {
+	for i := range t.mr * t.nt {
 		a := t.a[i*t.lda:]
 		for v := range t.nv {
 			b := t.b[v*t.pstr:]

@@ -38,7 +38,9 @@ type kernel struct {
 type tileShape struct{ mr, nv, nv1 int }
 
 // tile is one call of a kernel: rows i0.. of the activations against
-// panels p0.. of the weights. For each of the mr rows i and 16·nv columns
+// panels p0.. of the weights, as nt tiles of mr rows each (one call
+// for a column of tiles, the kernel stepping a, sx and y itself). For
+// each of the mr·nt rows i and 16·nv columns
 // j of the tile, with acc_b the int32 sum over the kqb dword groups of
 // block b of a[i, k]·code[j, k] started at corr[b, j] (unsigned kernels,
 // whose a is code+128) or at 0 (signed ones):
@@ -59,6 +61,7 @@ type tile struct {
 	y      []float32 // output from (i0, 16·p0)
 	ldy    int       //
 	mr, nv int       // tile rows and panels
+	nt     int       // tiles of mr rows, one after the other
 	nb     int       // blocks per column
 	kqb    int       // dword groups per block (bk/4)
 }
@@ -137,7 +140,7 @@ func Kernels() string {
 // of the Go and AVX2 kernels): a panel's 16 accumulators advance together,
 // a dword group (64 bytes of codes) at a time.
 func tileGo(t *tile) {
-	for i := range t.mr {
+	for i := range t.mr * t.nt {
 		a := t.a[i*t.lda:]
 		for v := range t.nv {
 			b := t.b[v*t.pstr:]
