@@ -49,7 +49,7 @@ func (c *call) dynamicGroup(s *scratch, g int) {
 	// The tile lives in the scratch: passed to an indirect call, a local
 	// would escape.
 	t := &s.tile
-	*t = tile{lda: w.kp, pstr: w.kp * panelW, bstr: w.np * panelW, nb: w.nb, kqb: w.bk / kGroup}
+	*t = tile{lda: w.kp, pstr: w.kp * panelW, bstr: w.bs * panelW, nb: w.nb, kqb: w.bk / kGroup}
 	t.nv = min(c.nv, w.np-p0)
 	t.b = w.codes[p0*t.pstr:]
 	t.corr, t.sw = w.corr[p0*panelW:], w.scales[p0*panelW:]

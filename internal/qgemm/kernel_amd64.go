@@ -89,10 +89,10 @@ func withWide(k *kernel, avx512 bool) *kernel {
 		if nv == 2 {
 			f = gemv2
 		}
-		f(&x[0], &w.codes[p0*w.kp*panelW], w.kp*panelW, &w.scales[p0*panelW], 4*w.np*panelW, &y[0], w.nb, w.bk/kGroup)
+		f(&x[0], &w.codes[p0*w.kp*panelW], w.kp*panelW, &w.scales[p0*panelW], 4*w.bs*panelW, &y[0], w.nb, w.bk/kGroup)
 	}
 	k.dequant = func(dst []float32, ldd int, w *Weights, p int) {
-		dq(&dst[0], 4*ldd, &w.codes[p*w.kp*panelW], &w.scales[p*panelW], 4*w.np*panelW, w.nb, w.bk/kGroup)
+		dq(&dst[0], 4*ldd, &w.codes[p*w.kp*panelW], &w.scales[p*panelW], 4*w.bs*panelW, w.nb, w.bk/kGroup)
 	}
 	return k
 }

@@ -85,7 +85,7 @@ func gemvGo(y, x []float32, w *Weights, p0, nv int) {
 					xs := x[g*kGroup:][:kGroup]
 					sum += xs[0]*float32(q[0]) + xs[1]*float32(q[1]) + xs[2]*float32(q[2]) + xs[3]*float32(q[3])
 				}
-				acc += sum * w.scales[(blk*w.np+p)*panelW+c]
+				acc += sum * w.scales[(blk*w.bs+p)*panelW+c]
 			}
 			y[v*panelW+c] = acc
 		}
@@ -98,7 +98,7 @@ func gemvGo(y, x []float32, w *Weights, p0, nv int) {
 func dequantGo(dst []float32, ldd int, w *Weights, p int) {
 	b := w.codes[p*w.kp*panelW:]
 	for g := range w.kp / kGroup {
-		sw := w.scales[((g*kGroup/w.bk)*w.np+p)*panelW:][:panelW]
+		sw := w.scales[((g*kGroup/w.bk)*w.bs+p)*panelW:][:panelW]
 		for c := range panelW {
 			q := b[(g*panelW+c)*kGroup:][:kGroup]
 			for d, v := range q {
