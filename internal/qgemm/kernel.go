@@ -18,6 +18,7 @@ const EnvPath = "GPTLAB_QGEMM"
 // kernel is one implementation of Dynamic's tile contract (see tile).
 type kernel struct {
 	name     string
+	index    int          // in kernels
 	unsigned bool         // activations stored as code+128 (u8); accumulators start at corr
 	shapes   [2]tileShape // largest tiles: one block per column (channel, tensor), blocks (block32)
 	run      func(t *tile)
@@ -25,11 +26,12 @@ type kernel struct {
 
 	// The weight-only kernels of the same instruction set: gemv computes
 	// panels p0..p0+nv-1 (nv ≤ gemvNV) of y = x·Wᵀ for one row x padded
-	// to kp; dequant writes panel p dequantized as rows of a [kp, ldd]
-	// matrix (see gemvGo and dequantGo).
+	// to kp; dequant writes depth [k0, k1) of panel p dequantized as rows
+	// of a [k1-k0, ldd] matrix, k0 a multiple of the scale block (32) for
+	// block32, of 4 otherwise (see gemvGo and dequantGo).
 	gemv    func(y, x []float32, w *Weights, p0, nv int)
 	gemvNV  int
-	dequant func(dst []float32, ldd int, w *Weights, p int)
+	dequant func(dst []float32, ldd int, w *Weights, p, k0, k1 int)
 	wname   string // the weight-only kernels' instruction set
 }
 
@@ -76,6 +78,9 @@ var (
 )
 
 func init() {
+	for i, k := range kernels {
+		k.index = i
+	}
 	active.Store(kernels[0])
 	envErr = pathFromEnv(os.Getenv(EnvPath))
 }

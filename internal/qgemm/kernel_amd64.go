@@ -91,8 +91,20 @@ func withWide(k *kernel, avx512 bool) *kernel {
 		}
 		f(&x[0], &w.codes[p0*w.kp*panelW], w.kp*panelW, &w.scales[p0*panelW], 4*w.bs*panelW, &y[0], w.nb, w.bk/kGroup)
 	}
-	k.dequant = func(dst []float32, ldd int, w *Weights, p int) {
-		dq(&dst[0], 4*ldd, &w.codes[p*w.kp*panelW], &w.scales[p*panelW], 4*w.bs*panelW, w.nb, w.bk/kGroup)
+	k.dequant = func(dst []float32, ldd int, w *Weights, p, k0, k1 int) {
+		// Whole dword groups (blocks for block32) in assembly, the rest
+		// in Go.
+		nb, kqb := 1, (k1-k0)/kGroup
+		if w.nb > 1 {
+			nb, kqb = (k1-k0)/w.bk, w.bk/kGroup
+		}
+		full := k0 + nb*kqb*kGroup
+		if nb > 0 && kqb > 0 {
+			dq(&dst[0], 4*ldd, &w.codes[p*w.kp*panelW+k0*panelW], &w.scales[((k0/w.bk)*w.bs+p)*panelW], 4*w.bs*panelW, nb, kqb)
+		}
+		if full < k1 {
+			dequantGo(dst[(full-k0)*ldd:], ldd, w, p, full, k1)
+		}
 	}
 	return k
 }

@@ -3,6 +3,8 @@ package qgemm
 import (
 	"fmt"
 
+	"gptlab/internal/sgemm"
+
 	"gptlab/precision"
 )
 
@@ -38,6 +40,18 @@ type Weights struct {
 	// scale repeated for the tensor scheme; 0 past N).
 	scales []float32
 	corr   []int32
+
+	// packers are WeightOnly's sgemm.PackB for each of kernels, made
+	// once (a closure made per call would allocate).
+	packers []sgemm.PackB
+}
+
+// makePackers sets w.packers.
+func (w *Weights) makePackers() {
+	w.packers = make([]sgemm.PackB, len(kernels))
+	for i, k := range kernels {
+		w.packers[i] = func(dst []float32, nr, lastW, pc, jc, kb, nb int) { w.packB(k, dst, nr, lastW, pc, jc, kb, nb) }
+	}
 }
 
 // NewWeights packs the codes q (n·k, row-major [N, K]: row j is output
@@ -73,6 +87,7 @@ func NewWeights(n, k int, q []int8, scales []float32, scheme precision.Int8Schem
 			w.scales[(b*w.np+p)*panelW+c] = scales[scheme.ScaleIndex(j, b*w.bk, k)]
 		}
 	}
+	w.makePackers()
 	return w, nil
 }
 
@@ -139,5 +154,6 @@ func (w *Weights) Rows(lo, hi int) (v *Weights, ok bool) {
 	v.n, v.np = hi-lo, p1-p0
 	v.codes = w.codes[p0*panelW*w.kp : p1*panelW*w.kp : p1*panelW*w.kp]
 	v.scales, v.corr = w.scales[p0*panelW:], w.corr[p0*panelW:]
+	v.makePackers()
 	return v, true
 }
