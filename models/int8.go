@@ -90,24 +90,23 @@ type int8Pass struct {
 type int8Node struct {
 	t      *Int8Tensor
 	scales *G.Node
-	w      *ops.Int8Weights // packed once for the kernels
 }
 
 // paramNode makes the int8 input of rows [lo, hi) of a quantized matrix
 // (all of it for hi 0) and its scales' input.
 func (ip *int8Pass) paramNode(g *G.ExprGraph, name string, lo, hi int) *G.Node {
-	t := ip.q.weights[name]
+	t := ip.q.rows(name, lo, hi)
 	if t == nil {
 		return nil
 	}
-	if hi > 0 {
-		t = t.RowRange(lo, hi)
-	}
-	q := tensor.New(tensor.WithShape(t.Rows, t.Cols), tensor.WithBacking(t.Q))
-	w := G.NewTensor(g, tensor.Int8, 2, G.WithShape(t.Rows, t.Cols), G.WithName(t.Name), G.WithValue(q))
+	// The input is the packed codes the kernels read, the tensor's one
+	// copy: (rows padded to 16, depth padded).
+	r, c := t.Packed().PackedShape()
+	q := tensor.New(tensor.WithShape(r, c), tensor.WithBacking(t.Packed().Packed()))
+	w := G.NewTensor(g, tensor.Int8, 2, G.WithShape(r, c), G.WithName(t.Name), G.WithValue(q))
 	sv := tensor.New(tensor.WithShape(len(t.Scales)), tensor.WithBacking(t.Scales))
 	s := G.NewTensor(g, tensor.Float32, 1, G.WithShape(len(t.Scales)), G.WithName(t.Name+".scales"), G.WithValue(sv))
-	ip.nodes[w] = &int8Node{t: t, scales: s, w: ip.q.packed(t)}
+	ip.nodes[w] = &int8Node{t: t, scales: s}
 	return w
 }
 
@@ -117,7 +116,7 @@ func (ip *int8Pass) matmul(x, w *G.Node) (*G.Node, error) {
 	if !ok {
 		return nil, nil
 	}
-	return ops.Int8Linear(x, w, e.scales, e.w, ip.kernel) // (N, out)
+	return ops.Int8Linear(x, w, e.scales, e.t.Packed(), ip.kernel) // (N, out)
 }
 
 // gather is the rows idx of an int8 embedding table: ops.Int8Gather.
@@ -126,7 +125,7 @@ func (ip *int8Pass) gather(w, idx *G.Node) (*G.Node, error) {
 	if !ok {
 		return nil, nil
 	}
-	return ops.Int8Gather(w, e.scales, idx, e.t.Scheme) // (N, C)
+	return ops.Int8Gather(w, e.scales, idx, e.t.Packed()) // (N, C)
 }
 
 // InputBytes are the bytes of the graph's inputs (parameters, an int8

@@ -140,15 +140,14 @@ func TestInt8ProgramHoldsInt8(t *testing.T) {
 		}
 		in := m.InputBytes()
 		m.Close()
-		var codes int64
+		var codes, scales int64
 		for _, name := range q.Names() {
-			codes += int64(len(q.Tensor(name).Q))
+			codes += int64(len(q.Tensor(name).Packed().Packed()))
+			scales += 4 * int64(len(q.Tensor(name).Scales))
 		}
 		if in[arena.Int8] != codes {
-			t.Errorf("head %v: %d int8 input bytes, want %d (every code, one byte each)", head, in[arena.Int8], codes)
+			t.Errorf("head %v: %d int8 input bytes, want %d (every packed code, one byte each)", head, in[arena.Int8], codes)
 		}
-		b := q.Bytes()
-		scales := b.Total() - codes - 4*int64(q.Params().Count()) // codes, scales and the float32 part
 		if want := 4*int64(q.Params().Count()) + scales; in[arena.F32] != want {
 			t.Errorf("head %v: %d float32 input bytes, want %d (the float32 part and the scales)", head, in[arena.F32], want)
 		}

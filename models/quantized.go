@@ -16,27 +16,58 @@ import (
 )
 
 // Int8Tensor is one weight matrix [Rows, Cols] quantized symmetrically
-// under a scheme of package precision: Q holds the codes row-major (the
-// layout of the float32 matrix, [out, in]: output channel j is row j),
-// Scales the scales (Rows for per-channel, 1 for per-tensor,
-// Rows·Int8Blocks(Cols) for block32), so W[r,c] ≈ Q[r,c]·Scales[i] with
-// i = Scheme.ScaleIndex(r, c, Cols).
+// under a scheme of package precision: codes Q (row-major as the float32
+// matrix, [out, in]: output channel j is row j) and Scales (Rows for
+// per-channel, 1 for per-tensor, Rows·Int8Blocks(Cols) for block32), so
+// W[r,c] ≈ Q[r,c]·Scales[i] with i = Scheme.ScaleIndex(r, c, Cols).
+//
+// The codes are held once, packed for the int8 kernels (Packed, a
+// qgemm.Weights): the graph's int8 input is that memory, and Codes
+// unpacks them row-major when a file or a report wants them.
 type Int8Tensor struct {
 	Name       string
 	Rows, Cols int
 	Scheme     precision.Int8Scheme
-	Q          []int8
 	Scales     []float32
+	w          *ops.Int8Weights
 }
 
-// Bytes is the tensor's storage: one byte a code, four a scale.
-func (t *Int8Tensor) Bytes() int64 { return int64(len(t.Q)) + 4*int64(len(t.Scales)) }
+// NewInt8Tensor checks the codes q (rows·cols, row-major) and scales of
+// the matrix name (lengths, finite scales ≥ 0, no code -128, naming the
+// tensor) and packs them; q is not kept.
+func NewInt8Tensor(name string, rows, cols int, scheme precision.Int8Scheme, q []int8, scales []float32) (*Int8Tensor, error) {
+	if err := precision.ValidateInt8(name, q, scales, rows, cols, scheme); err != nil {
+		return nil, err
+	}
+	w, err := qgemm.NewWeights(rows, cols, q, scales, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &Int8Tensor{Name: name, Rows: rows, Cols: cols, Scheme: scheme, Scales: scales, w: w}, nil
+}
 
-// RowRange is rows [lo, hi) as a tensor of its own sharing t's memory (a
-// per-tensor scale is shared): c_attn's q, k and v blocks. Rows of every
-// scheme quantize independently of the rows beside them but for
-// per-tensor's one scale, so a row range is exactly what quantizing those
-// rows under that scale gives.
+// Codes is the matrix's codes row-major, [Rows, Cols] (a new slice).
+func (t *Int8Tensor) Codes() []int8 { return t.w.Codes() }
+
+// Packed is the codes and scales as the kernels read them, the one copy
+// of the codes t holds.
+func (t *Int8Tensor) Packed() *ops.Int8Weights { return t.w }
+
+// Bytes is the tensor's storage: one byte a code, four a scale.
+func (t *Int8Tensor) Bytes() int64 { return int64(t.Rows*t.Cols) + 4*int64(len(t.Scales)) }
+
+// ResidentBytes is what t holds in memory: the packed codes (padding
+// included), their scales and u8·s8 corrections in the kernels' layout,
+// and the scales as stored (the graph's scales input).
+func (t *Int8Tensor) ResidentBytes() int64 { return int64(t.w.Bytes()) + 4*int64(len(t.Scales)) }
+
+// RowRange is rows [lo, hi) as a tensor of its own (a per-tensor scale is
+// shared): c_attn's q, k and v blocks. Rows of every scheme quantize
+// independently of the rows beside them but for per-tensor's one scale,
+// so a row range is exactly what quantizing those rows under that scale
+// gives. On whole panels of 16 rows (lo and hi multiples of 16, as every
+// preset's) it shares t's packed memory; otherwise its rows are packed
+// anew, a second copy of them.
 func (t *Int8Tensor) RowRange(lo, hi int) *Int8Tensor {
 	s := t.Scales
 	switch t.Scheme {
@@ -46,21 +77,22 @@ func (t *Int8Tensor) RowRange(lo, hi int) *Int8Tensor {
 		nb := precision.Int8Blocks(t.Cols)
 		s = s[lo*nb : hi*nb : hi*nb]
 	}
-	return &Int8Tensor{Name: fmt.Sprintf("%s[%d:%d]", t.Name, lo, hi), Rows: hi - lo, Cols: t.Cols, Scheme: t.Scheme,
-		Q: t.Q[lo*t.Cols : hi*t.Cols : hi*t.Cols], Scales: s}
+	name := fmt.Sprintf("%s[%d:%d]", t.Name, lo, hi)
+	if w, ok := t.w.Rows(lo, hi); ok {
+		return &Int8Tensor{Name: name, Rows: hi - lo, Cols: t.Cols, Scheme: t.Scheme, Scales: s, w: w}
+	}
+	r, err := NewInt8Tensor(name, hi-lo, t.Cols, t.Scheme, t.Codes()[lo*t.Cols:hi*t.Cols], s)
+	if err != nil {
+		panic(fmt.Sprintf("models: rows of %s, validated when made: %v", t.Name, err))
+	}
+	return r
 }
 
 // Dequantize is the float32 matrix the codes stand for, Q·scale.
 func (t *Int8Tensor) Dequantize() []float32 {
 	w := make([]float32, t.Rows*t.Cols)
-	precision.DequantizeInt8(w, t.Q, t.Scales, t.Rows, t.Cols, t.Scheme)
+	precision.DequantizeInt8(w, t.Codes(), t.Scales, t.Rows, t.Cols, t.Scheme)
 	return w
-}
-
-// validate checks the tensor's lengths, scales (finite, ≥ 0) and codes
-// (no -128), naming the tensor.
-func (t *Int8Tensor) validate() error {
-	return precision.ValidateInt8(t.Name, t.Q, t.Scales, t.Rows, t.Cols, t.Scheme)
 }
 
 // QuantizeOptions say what Quantize makes int8.
@@ -84,8 +116,8 @@ type Quantized struct {
 	weights map[string]*Int8Tensor
 	names   []string // the quantized tensors, in nanoGPT's order
 
-	mu   sync.Mutex
-	pack map[string]*ops.Int8Weights // by Int8Tensor name (c_attn's row ranges apart)
+	mu     sync.Mutex
+	ranges map[string]*Int8Tensor // row ranges made for graphs (c_attn's q, k, v), by name
 }
 
 // IsLinearWeight reports whether name is a linear layer's weight matrix
@@ -127,7 +159,11 @@ func Quantize(p *Params, o QuantizeOptions) (*Quantized, error) {
 		if err != nil {
 			return nil, fmt.Errorf("quantize: %w", err)
 		}
-		q.add(&Int8Tensor{Name: name, Rows: s[0], Cols: s[1], Scheme: o.Scheme, Q: codes, Scales: scales})
+		t, err := NewInt8Tensor(name, s[0], s[1], o.Scheme, codes, scales)
+		if err != nil {
+			return nil, fmt.Errorf("quantize: %w", err)
+		}
+		q.add(t)
 	}
 	return q, nil
 }
@@ -235,21 +271,22 @@ func (q *Quantized) checkComplete() error {
 	return nil
 }
 
-// packed is t packed for the kernels, made once per tensor (and row
-// range) and shared by every graph of q.
-func (q *Quantized) packed(t *Int8Tensor) *ops.Int8Weights {
+// rows is rows [lo, hi) of the int8 tensor name (all of it for hi 0),
+// made once per range and shared by every graph of q.
+func (q *Quantized) rows(name string, lo, hi int) *Int8Tensor {
+	t := q.weights[name]
+	if t == nil || hi == 0 {
+		return t
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if w, ok := q.pack[t.Name]; ok {
-		return w
+	key := fmt.Sprintf("%s[%d:%d]", name, lo, hi)
+	if r, ok := q.ranges[key]; ok {
+		return r
 	}
-	w, err := qgemm.NewWeights(t.Rows, t.Cols, t.Q, t.Scales, t.Scheme)
-	if err != nil {
-		panic(fmt.Sprintf("models: packing %s, validated when made: %v", t.Name, err))
+	if q.ranges == nil {
+		q.ranges = map[string]*Int8Tensor{}
 	}
-	if q.pack == nil {
-		q.pack = map[string]*ops.Int8Weights{}
-	}
-	q.pack[t.Name] = w
-	return w
+	q.ranges[key] = t.RowRange(lo, hi)
+	return q.ranges[key]
 }

@@ -125,12 +125,13 @@ func scalesShape(t *Int8Tensor) []int {
 	return []int{t.Rows}
 }
 
-// Tensors are the file's tensors, sharing q's memory.
+// Tensors are the file's tensors, sharing q's memory but for the codes
+// (unpacked row-major from the packed ones).
 func (q *Quantized) Tensors() map[string]safetensors.Tensor {
 	ts := q.params.Tensors("")
 	for _, name := range q.names {
 		t := q.weights[name]
-		ts[name] = safetensors.I8([]int{t.Rows, t.Cols}, t.Q)
+		ts[name] = safetensors.I8([]int{t.Rows, t.Cols}, t.Codes())
 		ts[name+scalesSuffix] = safetensors.F32(scalesShape(t), t.Scales)
 	}
 	return ts
@@ -242,11 +243,11 @@ func decodeQuantized(ts map[string]safetensors.Tensor, cfg Config, o QuantizeOpt
 		case s.DType != "F32" || !slices.Equal(s.Shape, wantS):
 			return nil, fmt.Errorf("scales %q have dtype %s shape %v, want F32 shape %v (%s scales of %v)", name+scalesSuffix, s.DType, s.Shape, wantS, o.Scheme, shapes[i])
 		}
-		want.Q, want.Scales = t.I8, s.F32
-		if err := want.validate(); err != nil {
+		it, err := NewInt8Tensor(name, want.Rows, want.Cols, o.Scheme, t.I8, s.F32)
+		if err != nil {
 			return nil, err
 		}
-		q.add(want)
+		q.add(it)
 	}
 	var extra []string
 	for n := range ts {

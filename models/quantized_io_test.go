@@ -85,7 +85,7 @@ func TestInt8CheckpointRoundTrip(t *testing.T) {
 		}
 		for _, n := range c.Model.Names() {
 			a, b := c.Model.Tensor(n), back.Model.Tensor(n)
-			if !slices.Equal(a.Q, b.Q) || !slices.Equal(a.Scales, b.Scales) {
+			if !slices.Equal(a.Codes(), b.Codes()) || !slices.Equal(a.Scales, b.Scales) {
 				t.Errorf("%v: %s differs after the round trip", o, n)
 			}
 		}

@@ -125,7 +125,7 @@ func quantizeReport(c, back *models.Int8Checkpoint, model, out string) *reports.
 	same := slices.Equal(back.Model.Names(), q.Names()) && slices.Equal(back.Model.Params().Data(), q.Params().Data())
 	for _, name := range q.Names() {
 		a, b := q.Tensor(name), back.Model.Tensor(name)
-		same = same && b != nil && slices.Equal(a.Q, b.Q) && slices.Equal(a.Scales, b.Scales)
+		same = same && b != nil && slices.Equal(a.Codes(), b.Codes()) && slices.Equal(a.Scales, b.Scales)
 	}
 	r.Check("the file reads back", same, "%s: %d int8 tensors and the float32 part, equal to what was written", out, len(q.Names()))
 	r.Note("Rounding: %s, codes in [-127, 127]; gpt eval and gpt sample run it with the %s kernel (%s).", precision.Int8Rounding, models.Int8Dynamic, qgemm.Kernels())

@@ -119,10 +119,7 @@ func (ql *quantizeLab) latency(ctx context.Context, name string, p *models.Param
 		full := "transformer.h.0." + sh.name
 		w, b := p.Slice(full+".weight"), p.Slice(full+".bias")
 		t := q.Tensor(full + ".weight")
-		packed, err := qgemm.NewWeights(t.Rows, t.Cols, t.Q, t.Scales, t.Scheme)
-		if err != nil {
-			return nil, err
-		}
+		packed := t.Packed()
 		deq := t.Dequantize()
 		for _, M := range []int{1, 64} {
 			if err := ctx.Err(); err != nil {
@@ -143,6 +140,7 @@ func (ql *quantizeLab) latency(ctx context.Context, name string, p *models.Param
 			l := &layerLat{layer: sh.name, in: sh.in, out: sh.out, M: M}
 			for k, f := range mul {
 				y := ys[k]
+				var err error
 				if l.ours[k], err = timeRuns(s.runs, func() error { f(); addBias(y, b); return nil }); err != nil {
 					return nil, err
 				}

@@ -24,8 +24,10 @@ type memRow struct {
 	arena    int64                 // the planned arena of the evaluation
 	measured int64                 // the heap's peak over load, compile and evaluation
 	resident int64                 // the live heap after evaluation, the model still held (after a GC)
-	codes    int64                 // int8 codes the model holds (0 for float32)
-	scales   int64                 // bytes of their scales
+	held     int64                 // the weights' bytes the model holds, as planned (packed codes, their scales and corrections, the float32 part)
+	loaded   int64                 // the live heap after the load (after a GC): the weights as held
+	codes    int64                 // packed int8 codes the model holds (0 for float32)
+	scales   int64                 // bytes of their scales as stored
 	f32Part  int64                 // bytes of the float32 parameters
 }
 
@@ -105,6 +107,7 @@ func (ql *quantizeLab) measure(name string, load func() (*models.Params, *models
 		return memRow{}, err
 	}
 	runtime.GC()
+	loaded := heapNow() - base
 	var peak atomic.Int64
 	peak.Store(heapNow())
 	stop := make(chan struct{})
@@ -125,17 +128,19 @@ func (ql *quantizeLab) measure(name string, load func() (*models.Params, *models
 			}
 		}
 	}()
-	row := memRow{name: name}
+	row := memRow{name: name, loaded: loaded}
 	err = func() error {
 		var opts []models.ModelOption
 		row.weights, row.f32Part = p.Bytes(), 4*int64(p.Count())
+		row.held = row.f32Part
 		if q != nil {
 			opts = append(opts, models.WithInt8(q, models.Int8Dynamic))
 			row.weights = q.Bytes()
 			for _, n := range q.Names() {
 				t := q.Tensor(n)
-				row.codes += int64(len(t.Q))
+				row.codes += int64(len(t.Packed().Packed()))
 				row.scales += 4 * int64(len(t.Scales))
+				row.held += t.ResidentBytes()
 			}
 		}
 		mc := ql.tc.Model

@@ -17,9 +17,9 @@
 //   - WeightOnly computes in float32 from int8 storage: at M=1 a GEMV
 //     converts the codes to float32 in registers (VPSLLD/VPSRAD,
 //     VCVTDQ2PS) and accumulates by FMA, scaling each column's (block's)
-//     sum; for M > 1 it dequantizes W a few panels at a time into a
-//     float32 scratch (at most 512 KiB, whatever the matrix) that
-//     internal/sgemm's Sgemm multiplies.
+//     sum; for M > 1 it dequantizes W straight into the packed panels of
+//     B of internal/sgemm's multiply (sgemm.SgemmPackedB), whose result
+//     is bitwise Sgemm's on the dequantized matrix.
 //   - Dynamic quantizes each row of x at run time with precision's rule
 //     (symmetric, one scale per row, round half to even; the vector
 //     quantizer gives bitwise precision.QuantizeInt8Vector's codes), forms

@@ -49,19 +49,28 @@ func (c *call) dynamicGroup(s *scratch, g int) {
 	// The tile lives in the scratch: passed to an indirect call, a local
 	// would escape.
 	t := &s.tile
-	*t = tile{lda: w.kp, pstr: w.kp * panelW, bstr: w.np * panelW, nb: w.nb, kqb: w.bk / kGroup}
+	*t = tile{lda: w.kp, pstr: w.kp * panelW, bstr: w.bs * panelW, nb: w.nb, kqb: w.bk / kGroup}
 	t.nv = min(c.nv, w.np-p0)
 	t.b = w.codes[p0*t.pstr:]
 	t.corr, t.sw = w.corr[p0*panelW:], w.scales[p0*panelW:]
 	cols := min(t.nv*panelW, w.n-p0*panelW)
+	if cols == t.nv*panelW {
+		// Whole panels: the full tiles of mr rows in one call, then the
+		// rows left over.
+		t.ldy = w.n
+		for i0 := 0; i0 < c.m; i0 += t.mr * t.nt {
+			t.mr = min(c.mr, c.m-i0)
+			t.nt = (c.m - i0) / t.mr
+			t.a, t.sx, t.y = c.a[i0*w.kp:], c.sx[i0:], c.y[i0*w.n+p0*panelW:]
+			c.k.run(t)
+		}
+		*t = tile{}
+		return
+	}
+	t.nt = 1
 	for i0 := 0; i0 < c.m; i0 += c.mr {
 		t.mr = min(c.mr, c.m-i0)
 		t.a, t.sx = c.a[i0*w.kp:], c.sx[i0:]
-		if cols == t.nv*panelW {
-			t.y, t.ldy = c.y[i0*w.n+p0*panelW:], w.n
-			c.k.run(t)
-			continue
-		}
 		// The last panel is partial: compute into a tile and copy.
 		if len(s.t) < maxTile {
 			s.t = make([]float32, maxTile)

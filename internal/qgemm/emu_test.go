@@ -308,11 +308,19 @@ func TestWeightOnlyKernels(t *testing.T) {
 				}
 				const ldd = 40
 				for pn := range w.np {
-					got, want := make([]float32, w.kp*ldd), make([]float32, w.kp*ldd)
-					k.dequant(got[3:], ldd, w, pn)
-					dequantGo(want[3:], ldd, w, pn)
-					if i := firstDiff(got, want); i >= 0 {
-						t.Fatalf("%s dequant %v %v panel %d: [%d] = %g, want %g", k.name, sc, sh, pn, i, got[i], want[i])
+					// The whole depth, and ranges from a block ending
+					// within one (the assembly's groups, then Go's rest).
+					for _, r := range [][2]int{{0, w.kp}, {32, w.kp - 3}, {0, 5}, {64, 64 + 37}} {
+						k0, k1 := r[0], min(r[1], w.kp)
+						if k0 >= k1 {
+							continue
+						}
+						got, want := make([]float32, w.kp*ldd), make([]float32, w.kp*ldd)
+						k.dequant(got[3:], ldd, w, pn, k0, k1)
+						dequantGo(want[3:], ldd, w, pn, k0, k1)
+						if i := firstDiff(got, want); i >= 0 {
+							t.Fatalf("%s dequant %v %v panel %d depth [%d, %d): [%d] = %g, want %g", k.name, sc, sh, pn, k0, k1, i, got[i], want[i])
+						}
 					}
 				}
 			}
@@ -325,7 +333,7 @@ func TestWeightOnlyKernels(t *testing.T) {
 // unsigned accumulators start at corr. The assembly kernels'
 // instruction-level models run through it.
 func runTile(t *tile, unsigned bool, g func(a []byte, w []int8) int32) {
-	for i := range t.mr {
+	for i := range t.mr * t.nt {
 		a := t.a[i*t.lda:]
 		for v := range t.nv {
 			b := t.b[v*t.pstr:]

@@ -18,6 +18,7 @@ const EnvPath = "GPTLAB_QGEMM"
 // kernel is one implementation of Dynamic's tile contract (see tile).
 type kernel struct {
 	name     string
+	index    int          // in kernels
 	unsigned bool         // activations stored as code+128 (u8); accumulators start at corr
 	shapes   [2]tileShape // largest tiles: one block per column (channel, tensor), blocks (block32)
 	run      func(t *tile)
@@ -25,11 +26,12 @@ type kernel struct {
 
 	// The weight-only kernels of the same instruction set: gemv computes
 	// panels p0..p0+nv-1 (nv ≤ gemvNV) of y = x·Wᵀ for one row x padded
-	// to kp; dequant writes panel p dequantized as rows of a [kp, ldd]
-	// matrix (see gemvGo and dequantGo).
+	// to kp; dequant writes depth [k0, k1) of panel p dequantized as rows
+	// of a [k1-k0, ldd] matrix, k0 a multiple of the scale block (32) for
+	// block32, of 4 otherwise (see gemvGo and dequantGo).
 	gemv    func(y, x []float32, w *Weights, p0, nv int)
 	gemvNV  int
-	dequant func(dst []float32, ldd int, w *Weights, p int)
+	dequant func(dst []float32, ldd int, w *Weights, p, k0, k1 int)
 	wname   string // the weight-only kernels' instruction set
 }
 
@@ -38,7 +40,9 @@ type kernel struct {
 type tileShape struct{ mr, nv, nv1 int }
 
 // tile is one call of a kernel: rows i0.. of the activations against
-// panels p0.. of the weights. For each of the mr rows i and 16·nv columns
+// panels p0.. of the weights, as nt tiles of mr rows each (one call
+// for a column of tiles, the kernel stepping a, sx and y itself). For
+// each of the mr·nt rows i and 16·nv columns
 // j of the tile, with acc_b the int32 sum over the kqb dword groups of
 // block b of a[i, k]·code[j, k] started at corr[b, j] (unsigned kernels,
 // whose a is code+128) or at 0 (signed ones):
@@ -59,6 +63,7 @@ type tile struct {
 	y      []float32 // output from (i0, 16·p0)
 	ldy    int       //
 	mr, nv int       // tile rows and panels
+	nt     int       // tiles of mr rows, one after the other
 	nb     int       // blocks per column
 	kqb    int       // dword groups per block (bk/4)
 }
@@ -73,6 +78,9 @@ var (
 )
 
 func init() {
+	for i, k := range kernels {
+		k.index = i
+	}
 	active.Store(kernels[0])
 	envErr = pathFromEnv(os.Getenv(EnvPath))
 }
@@ -137,7 +145,7 @@ func Kernels() string {
 // of the Go and AVX2 kernels): a panel's 16 accumulators advance together,
 // a dword group (64 bytes of codes) at a time.
 func tileGo(t *tile) {
-	for i := range t.mr {
+	for i := range t.mr * t.nt {
 		a := t.a[i*t.lda:]
 		for v := range t.nv {
 			b := t.b[v*t.pstr:]

@@ -7,8 +7,9 @@ import "golang.org/x/sys/cpu"
 //go:generate go run -C asm . -out ../kernel_amd64.s -stubs ../kernel_amd64_stubs.go -pkg qgemm -table ../kernel_amd64_table.go
 
 // dotFunc is the signature of the generated tile kernels (asm/main.go):
-// the fields of a tile as pointers, strides in bytes.
-type dotFunc func(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// the fields of a tile as pointers, strides in bytes; a call computes nt
+// tiles of consecutive rows.
+type dotFunc func(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
 // archKernels lists the assembly kernels this CPU runs, best first.
 // x/sys/cpu reports AVX2 and AVX-512 only when the OS saves their
@@ -31,11 +32,11 @@ func archKernels() []*kernel {
 
 // asmKernel makes the kernel of one generated family; its tile limits are
 // read from the table (the largest rows and panels present).
-func asmKernel(name string, tbl *[2][4][8]dotFunc, unsigned bool, quant func([]byte, []float32, bool) float32) *kernel {
+func asmKernel(name string, tbl *[2][8][8]dotFunc, unsigned bool, quant func([]byte, []float32, bool) float32) *kernel {
 	k := &kernel{name: name, unsigned: unsigned, quant: quant}
 	for v := range 2 {
 		var s tileShape
-		for mr := range 4 {
+		for mr := range 8 {
 			for nv := range 8 {
 				if tbl[v][mr][nv] == nil {
 					continue
@@ -59,7 +60,7 @@ func asmKernel(name string, tbl *[2][4][8]dotFunc, unsigned bool, quant func([]b
 			v = 1
 		}
 		tbl[v][t.mr-1][t.nv-1](&t.a[0], t.lda, &t.b[0], t.pstr, &t.corr[0], &t.sw[0], 4*t.bstr,
-			&t.sx[0], &t.y[0], 4*t.ldy, t.nb, t.kqb)
+			&t.sx[0], &t.y[0], 4*t.ldy, t.nb, t.kqb, t.nt)
 	}
 	return k
 }
@@ -88,10 +89,22 @@ func withWide(k *kernel, avx512 bool) *kernel {
 		if nv == 2 {
 			f = gemv2
 		}
-		f(&x[0], &w.codes[p0*w.kp*panelW], w.kp*panelW, &w.scales[p0*panelW], 4*w.np*panelW, &y[0], w.nb, w.bk/kGroup)
+		f(&x[0], &w.codes[p0*w.kp*panelW], w.kp*panelW, &w.scales[p0*panelW], 4*w.bs*panelW, &y[0], w.nb, w.bk/kGroup)
 	}
-	k.dequant = func(dst []float32, ldd int, w *Weights, p int) {
-		dq(&dst[0], 4*ldd, &w.codes[p*w.kp*panelW], &w.scales[p*panelW], 4*w.np*panelW, w.nb, w.bk/kGroup)
+	k.dequant = func(dst []float32, ldd int, w *Weights, p, k0, k1 int) {
+		// Whole dword groups (blocks for block32) in assembly, the rest
+		// in Go.
+		nb, kqb := 1, (k1-k0)/kGroup
+		if w.nb > 1 {
+			nb, kqb = (k1-k0)/w.bk, w.bk/kGroup
+		}
+		full := k0 + nb*kqb*kGroup
+		if nb > 0 && kqb > 0 {
+			dq(&dst[0], 4*ldd, &w.codes[p*w.kp*panelW+k0*panelW], &w.scales[((k0/w.bk)*w.bs+p)*panelW], 4*w.bs*panelW, nb, kqb)
+		}
+		if full < k1 {
+			dequantGo(dst[(full-k0)*ldd:], ldd, w, p, full, k1)
+		}
 	}
 	return k
 }

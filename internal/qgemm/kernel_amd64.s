@@ -4,9 +4,10 @@
 
 #include "textflag.h"
 
-// func dotZC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x1(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x1(SB), NOSPLIT, $0-104
+dotZC1x1_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -29,16 +30,31 @@ dotZC1x1_loop:
 	VMULPS       (AX), Z0, Z0
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z1
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z1
 	VMULPS       Z1, Z0, Z0
 	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x1_tile
+
+dotZC1x1_done:
 	VZEROUPPER
 	RET
 
-// func dotZC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x2(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x2(SB), NOSPLIT, $0-104
+dotZC1x2_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -66,18 +82,33 @@ dotZC1x2_loop:
 	VMULPS       64(AX), Z1, Z1
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z2
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z2
 	VMULPS       Z2, Z0, Z0
 	VMOVUPS      Z0, (AX)
 	VMULPS       Z2, Z1, Z1
 	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x2_tile
+
+dotZC1x2_done:
 	VZEROUPPER
 	RET
 
-// func dotZC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x3(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x3(SB), NOSPLIT, $0-104
+dotZC1x3_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -110,20 +141,35 @@ dotZC1x3_loop:
 	VMULPS       128(AX), Z2, Z2
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z3
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z3
 	VMULPS       Z3, Z0, Z0
 	VMOVUPS      Z0, (AX)
 	VMULPS       Z3, Z1, Z1
 	VMOVUPS      Z1, 64(AX)
 	VMULPS       Z3, Z2, Z2
 	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x3_tile
+
+dotZC1x3_done:
 	VZEROUPPER
 	RET
 
-// func dotZC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x4(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x4(SB), NOSPLIT, $0-104
+dotZC1x4_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -162,8 +208,8 @@ dotZC1x4_loop:
 	VMULPS       192(AX), Z3, Z3
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z4
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z4
 	VMULPS       Z4, Z0, Z0
 	VMOVUPS      Z0, (AX)
 	VMULPS       Z4, Z1, Z1
@@ -172,12 +218,27 @@ dotZC1x4_loop:
 	VMOVUPS      Z2, 128(AX)
 	VMULPS       Z4, Z3, Z3
 	VMOVUPS      Z3, 192(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x4_tile
+
+dotZC1x4_done:
 	VZEROUPPER
 	RET
 
-// func dotZC1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x5(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x5(SB), NOSPLIT, $0-104
+dotZC1x5_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -223,8 +284,8 @@ dotZC1x5_loop:
 	VMULPS       256(AX), Z4, Z4
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z5
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z5
 	VMULPS       Z5, Z0, Z0
 	VMOVUPS      Z0, (AX)
 	VMULPS       Z5, Z1, Z1
@@ -235,12 +296,27 @@ dotZC1x5_loop:
 	VMOVUPS      Z3, 192(AX)
 	VMULPS       Z5, Z4, Z4
 	VMOVUPS      Z4, 256(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x5_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x5_tile
+
+dotZC1x5_done:
 	VZEROUPPER
 	RET
 
-// func dotZC1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x6(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x6(SB), NOSPLIT, $0-104
+dotZC1x6_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -291,8 +367,8 @@ dotZC1x6_loop:
 	VMULPS       320(AX), Z5, Z5
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z6
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z6
 	VMULPS       Z6, Z0, Z0
 	VMOVUPS      Z0, (AX)
 	VMULPS       Z6, Z1, Z1
@@ -305,12 +381,27 @@ dotZC1x6_loop:
 	VMOVUPS      Z4, 256(AX)
 	VMULPS       Z6, Z5, Z5
 	VMOVUPS      Z5, 320(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x6_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x6_tile
+
+dotZC1x6_done:
 	VZEROUPPER
 	RET
 
-// func dotZC1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x7(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x7(SB), NOSPLIT, $0-104
+dotZC1x7_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -366,8 +457,8 @@ dotZC1x7_loop:
 	VMULPS       384(AX), Z6, Z6
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z7
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z7
 	VMULPS       Z7, Z0, Z0
 	VMOVUPS      Z0, (AX)
 	VMULPS       Z7, Z1, Z1
@@ -382,12 +473,27 @@ dotZC1x7_loop:
 	VMOVUPS      Z5, 320(AX)
 	VMULPS       Z7, Z6, Z6
 	VMOVUPS      Z6, 384(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x7_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x7_tile
+
+dotZC1x7_done:
 	VZEROUPPER
 	RET
 
-// func dotZC1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC1x8(SB), NOSPLIT, $0-96
+TEXT ·dotZC1x8(SB), NOSPLIT, $0-104
+dotZC1x8_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), CX
@@ -448,8 +554,8 @@ dotZC1x8_loop:
 	VMULPS       448(AX), Z7, Z7
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z8
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z8
 	VMULPS       Z8, Z0, Z0
 	VMOVUPS      Z0, (AX)
 	VMULPS       Z8, Z1, Z1
@@ -466,12 +572,27 @@ dotZC1x8_loop:
 	VMOVUPS      Z6, 384(AX)
 	VMULPS       Z8, Z7, Z7
 	VMOVUPS      Z7, 448(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC1x8_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC1x8_tile
+
+dotZC1x8_done:
 	VZEROUPPER
 	RET
 
-// func dotZC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC2x1(SB), NOSPLIT, $0-96
+TEXT ·dotZC2x1(SB), NOSPLIT, $0-104
+dotZC2x1_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -511,12 +632,27 @@ dotZC2x1_loop:
 	VBROADCASTSS 4(DX), Z3
 	VMULPS       Z3, Z1, Z1
 	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC2x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC2x1_tile
+
+dotZC2x1_done:
 	VZEROUPPER
 	RET
 
-// func dotZC2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC2x2(SB), NOSPLIT, $0-96
+TEXT ·dotZC2x2(SB), NOSPLIT, $0-104
+dotZC2x2_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -572,12 +708,27 @@ dotZC2x2_loop:
 	VMOVUPS      Z2, (AX)
 	VMULPS       Z6, Z3, Z3
 	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC2x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC2x2_tile
+
+dotZC2x2_done:
 	VZEROUPPER
 	RET
 
-// func dotZC2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC2x3(SB), NOSPLIT, $0-96
+TEXT ·dotZC2x3(SB), NOSPLIT, $0-104
+dotZC2x3_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -649,12 +800,27 @@ dotZC2x3_loop:
 	VMOVUPS      Z4, 64(AX)
 	VMULPS       Z9, Z5, Z5
 	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC2x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC2x3_tile
+
+dotZC2x3_done:
 	VZEROUPPER
 	RET
 
-// func dotZC2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC2x4(SB), NOSPLIT, $0-96
+TEXT ·dotZC2x4(SB), NOSPLIT, $0-104
+dotZC2x4_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -743,12 +909,27 @@ dotZC2x4_loop:
 	VMOVUPS      Z6, 128(AX)
 	VMULPS       Z12, Z7, Z7
 	VMOVUPS      Z7, 192(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC2x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC2x4_tile
+
+dotZC2x4_done:
 	VZEROUPPER
 	RET
 
-// func dotZC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC3x1(SB), NOSPLIT, $0-96
+TEXT ·dotZC3x1(SB), NOSPLIT, $0-104
+dotZC3x1_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -799,12 +980,27 @@ dotZC3x1_loop:
 	VBROADCASTSS 8(DX), Z4
 	VMULPS       Z4, Z2, Z2
 	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC3x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC3x1_tile
+
+dotZC3x1_done:
 	VZEROUPPER
 	RET
 
-// func dotZC3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC3x2(SB), NOSPLIT, $0-96
+TEXT ·dotZC3x2(SB), NOSPLIT, $0-104
+dotZC3x2_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -878,12 +1074,27 @@ dotZC3x2_loop:
 	VMOVUPS      Z4, (AX)
 	VMULPS       Z8, Z5, Z5
 	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC3x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC3x2_tile
+
+dotZC3x2_done:
 	VZEROUPPER
 	RET
 
-// func dotZC3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC3x3(SB), NOSPLIT, $0-96
+TEXT ·dotZC3x3(SB), NOSPLIT, $0-104
+dotZC3x3_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -980,12 +1191,27 @@ dotZC3x3_loop:
 	VMOVUPS      Z7, 64(AX)
 	VMULPS       Z12, Z8, Z8
 	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC3x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC3x3_tile
+
+dotZC3x3_done:
 	VZEROUPPER
 	RET
 
-// func dotZC3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC3x4(SB), NOSPLIT, $0-96
+TEXT ·dotZC3x4(SB), NOSPLIT, $0-104
+dotZC3x4_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	MOVQ      b+16(FP), DX
@@ -1106,12 +1332,27 @@ dotZC3x4_loop:
 	VMOVUPS      Z10, 128(AX)
 	VMULPS       Z16, Z11, Z11
 	VMOVUPS      Z11, 192(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC3x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC3x4_tile
+
+dotZC3x4_done:
 	VZEROUPPER
 	RET
 
-// func dotZC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC4x1(SB), NOSPLIT, $0-96
+TEXT ·dotZC4x1(SB), NOSPLIT, $0-104
+dotZC4x1_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	LEAQ      (CX)(CX*2), DX
@@ -1174,12 +1415,27 @@ dotZC4x1_loop:
 	VBROADCASTSS 12(DX), Z5
 	VMULPS       Z5, Z3, Z3
 	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC4x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000010, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC4x1_tile
+
+dotZC4x1_done:
 	VZEROUPPER
 	RET
 
-// func dotZC4x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC4x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC4x2(SB), NOSPLIT, $0-96
+TEXT ·dotZC4x2(SB), NOSPLIT, $0-104
+dotZC4x2_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	LEAQ      (CX)(CX*2), DX
@@ -1272,12 +1528,27 @@ dotZC4x2_loop:
 	VMOVUPS      Z6, (AX)
 	VMULPS       Z10, Z7, Z7
 	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC4x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000010, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC4x2_tile
+
+dotZC4x2_done:
 	VZEROUPPER
 	RET
 
-// func dotZC4x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC4x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC4x3(SB), NOSPLIT, $0-96
+TEXT ·dotZC4x3(SB), NOSPLIT, $0-104
+dotZC4x3_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	LEAQ      (CX)(CX*2), DX
@@ -1400,12 +1671,27 @@ dotZC4x3_loop:
 	VMOVUPS      Z10, 64(AX)
 	VMULPS       Z15, Z11, Z11
 	VMOVUPS      Z11, 128(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC4x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000010, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC4x3_tile
+
+dotZC4x3_done:
 	VZEROUPPER
 	RET
 
-// func dotZC4x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZC4x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512F
-TEXT ·dotZC4x4(SB), NOSPLIT, $0-96
+TEXT ·dotZC4x4(SB), NOSPLIT, $0-104
+dotZC4x4_tile:
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
 	LEAQ      (CX)(CX*2), DX
@@ -1559,12 +1845,27 @@ dotZC4x4_loop:
 	VMOVUPS      Z14, 128(AX)
 	VMULPS       Z20, Z15, Z15
 	VMOVUPS      Z15, 192(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZC4x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000010, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZC4x4_tile
+
+dotZC4x4_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x1(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x1(SB), NOSPLIT, $0-104
+dotZB1x1_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -1597,16 +1898,31 @@ dotZB1x1_loop:
 	JNZ          dotZB1x1_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z2
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z2
 	VMULPS       Z2, Z1, Z1
 	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x1_tile
+
+dotZB1x1_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x2(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x2(SB), NOSPLIT, $0-104
+dotZB1x2_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -1646,18 +1962,33 @@ dotZB1x2_loop:
 	JNZ          dotZB1x2_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z4
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z4
 	VMULPS       Z4, Z2, Z2
 	VMOVUPS      Z2, (AX)
 	VMULPS       Z4, Z3, Z3
 	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x2_tile
+
+dotZB1x2_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x3(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x3(SB), NOSPLIT, $0-104
+dotZB1x3_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -1704,20 +2035,35 @@ dotZB1x3_loop:
 	JNZ          dotZB1x3_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z6
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z6
 	VMULPS       Z6, Z3, Z3
 	VMOVUPS      Z3, (AX)
 	VMULPS       Z6, Z4, Z4
 	VMOVUPS      Z4, 64(AX)
 	VMULPS       Z6, Z5, Z5
 	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x3_tile
+
+dotZB1x3_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x4(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x4(SB), NOSPLIT, $0-104
+dotZB1x4_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -1772,8 +2118,8 @@ dotZB1x4_loop:
 	JNZ          dotZB1x4_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z8
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z8
 	VMULPS       Z8, Z4, Z4
 	VMOVUPS      Z4, (AX)
 	VMULPS       Z8, Z5, Z5
@@ -1782,12 +2128,27 @@ dotZB1x4_loop:
 	VMOVUPS      Z6, 128(AX)
 	VMULPS       Z8, Z7, Z7
 	VMOVUPS      Z7, 192(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x4_tile
+
+dotZB1x4_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x5(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x5(SB), NOSPLIT, $0-104
+dotZB1x5_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -1851,8 +2212,8 @@ dotZB1x5_loop:
 	JNZ          dotZB1x5_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z10
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z10
 	VMULPS       Z10, Z5, Z5
 	VMOVUPS      Z5, (AX)
 	VMULPS       Z10, Z6, Z6
@@ -1863,12 +2224,27 @@ dotZB1x5_loop:
 	VMOVUPS      Z8, 192(AX)
 	VMULPS       Z10, Z9, Z9
 	VMOVUPS      Z9, 256(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x5_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x5_tile
+
+dotZB1x5_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x6(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x6(SB), NOSPLIT, $0-104
+dotZB1x6_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -1939,8 +2315,8 @@ dotZB1x6_loop:
 	JNZ          dotZB1x6_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z12
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z12
 	VMULPS       Z12, Z6, Z6
 	VMOVUPS      Z6, (AX)
 	VMULPS       Z12, Z7, Z7
@@ -1953,12 +2329,27 @@ dotZB1x6_loop:
 	VMOVUPS      Z10, 256(AX)
 	VMULPS       Z12, Z11, Z11
 	VMOVUPS      Z11, 320(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x6_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x6_tile
+
+dotZB1x6_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x7(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x7(SB), NOSPLIT, $0-104
+dotZB1x7_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -2036,8 +2427,8 @@ dotZB1x7_loop:
 	JNZ          dotZB1x7_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z14
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z14
 	VMULPS       Z14, Z7, Z7
 	VMOVUPS      Z7, (AX)
 	VMULPS       Z14, Z8, Z8
@@ -2052,12 +2443,27 @@ dotZB1x7_loop:
 	VMOVUPS      Z12, 320(AX)
 	VMULPS       Z14, Z13, Z13
 	VMOVUPS      Z13, 384(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x7_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x7_tile
+
+dotZB1x7_done:
 	VZEROUPPER
 	RET
 
-// func dotZB1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB1x8(SB), NOSPLIT, $0-96
+TEXT ·dotZB1x8(SB), NOSPLIT, $0-104
+dotZB1x8_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -2142,8 +2548,8 @@ dotZB1x8_loop:
 	JNZ          dotZB1x8_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Z16
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Z16
 	VMULPS       Z16, Z8, Z8
 	VMOVUPS      Z8, (AX)
 	VMULPS       Z16, Z9, Z9
@@ -2160,12 +2566,27 @@ dotZB1x8_loop:
 	VMOVUPS      Z14, 384(AX)
 	VMULPS       Z16, Z15, Z15
 	VMOVUPS      Z15, 448(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB1x8_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB1x8_tile
+
+dotZB1x8_done:
 	VZEROUPPER
 	RET
 
-// func dotZB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB2x1(SB), NOSPLIT, $0-96
+TEXT ·dotZB2x1(SB), NOSPLIT, $0-104
+dotZB2x1_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2217,12 +2638,27 @@ dotZB2x1_loop:
 	VBROADCASTSS 4(DX), Z5
 	VMULPS       Z5, Z3, Z3
 	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB2x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB2x1_tile
+
+dotZB2x1_done:
 	VZEROUPPER
 	RET
 
-// func dotZB2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB2x2(SB), NOSPLIT, $0-96
+TEXT ·dotZB2x2(SB), NOSPLIT, $0-104
+dotZB2x2_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2294,12 +2730,27 @@ dotZB2x2_loop:
 	VMOVUPS      Z6, (AX)
 	VMULPS       Z10, Z7, Z7
 	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB2x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB2x2_tile
+
+dotZB2x2_done:
 	VZEROUPPER
 	RET
 
-// func dotZB2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB2x3(SB), NOSPLIT, $0-96
+TEXT ·dotZB2x3(SB), NOSPLIT, $0-104
+dotZB2x3_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2391,12 +2842,27 @@ dotZB2x3_loop:
 	VMOVUPS      Z10, 64(AX)
 	VMULPS       Z15, Z11, Z11
 	VMOVUPS      Z11, 128(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB2x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB2x3_tile
+
+dotZB2x3_done:
 	VZEROUPPER
 	RET
 
-// func dotZB2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB2x4(SB), NOSPLIT, $0-96
+TEXT ·dotZB2x4(SB), NOSPLIT, $0-104
+dotZB2x4_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2509,12 +2975,27 @@ dotZB2x4_loop:
 	VMOVUPS      Z14, 128(AX)
 	VMULPS       Z20, Z15, Z15
 	VMOVUPS      Z15, 192(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB2x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB2x4_tile
+
+dotZB2x4_done:
 	VZEROUPPER
 	RET
 
-// func dotZB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB3x1(SB), NOSPLIT, $0-96
+TEXT ·dotZB3x1(SB), NOSPLIT, $0-104
+dotZB3x1_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2579,12 +3060,27 @@ dotZB3x1_loop:
 	VBROADCASTSS 8(DX), Z7
 	VMULPS       Z7, Z5, Z5
 	VMOVUPS      Z5, (AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB3x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB3x1_tile
+
+dotZB3x1_done:
 	VZEROUPPER
 	RET
 
-// func dotZB3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB3x2(SB), NOSPLIT, $0-96
+TEXT ·dotZB3x2(SB), NOSPLIT, $0-104
+dotZB3x2_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2678,12 +3174,27 @@ dotZB3x2_loop:
 	VMOVUPS      Z10, (AX)
 	VMULPS       Z14, Z11, Z11
 	VMOVUPS      Z11, 64(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB3x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB3x2_tile
+
+dotZB3x2_done:
 	VZEROUPPER
 	RET
 
-// func dotZB3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB3x3(SB), NOSPLIT, $0-96
+TEXT ·dotZB3x3(SB), NOSPLIT, $0-104
+dotZB3x3_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2806,12 +3317,27 @@ dotZB3x3_loop:
 	VMOVUPS      Z16, 64(AX)
 	VMULPS       Z21, Z17, Z17
 	VMOVUPS      Z17, 128(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB3x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB3x3_tile
+
+dotZB3x3_done:
 	VZEROUPPER
 	RET
 
-// func dotZB3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotZB3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX512DQ, AVX512F
-TEXT ·dotZB3x4(SB), NOSPLIT, $0-96
+TEXT ·dotZB3x4(SB), NOSPLIT, $0-104
+dotZB3x4_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -2964,12 +3490,27 @@ dotZB3x4_loop:
 	VMOVUPS      Z22, 128(AX)
 	VMULPS       Z28, Z23, Z23
 	VMOVUPS      Z23, 192(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotZB3x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotZB3x4_tile
+
+dotZB3x4_done:
 	VZEROUPPER
 	RET
 
-// func dotVC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVC1x1(SB), NOSPLIT, $0-96
+TEXT ·dotVC1x1(SB), NOSPLIT, $0-104
+dotVC1x1_tile:
 	MOVQ    a+0(FP), AX
 	MOVQ    lda+8(FP), CX
 	MOVQ    b+16(FP), CX
@@ -3025,18 +3566,33 @@ dotVC1x1_loop:
 	VMULPS       32(AX), Y1, Y1
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y3
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y3
 	VMULPS       Y3, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y3, Y1, Y1
 	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVC1x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVC1x1_tile
+
+dotVC1x1_done:
 	VZEROUPPER
 	RET
 
-// func dotVC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVC1x2(SB), NOSPLIT, $0-96
+TEXT ·dotVC1x2(SB), NOSPLIT, $0-104
+dotVC1x2_tile:
 	MOVQ    a+0(FP), AX
 	MOVQ    lda+8(FP), CX
 	MOVQ    b+16(FP), CX
@@ -3130,8 +3686,8 @@ dotVC1x2_loop:
 	VMULPS       96(AX), Y3, Y3
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y5
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y5
 	VMULPS       Y5, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y5, Y1, Y1
@@ -3140,12 +3696,27 @@ dotVC1x2_loop:
 	VMOVUPS      Y2, 64(AX)
 	VMULPS       Y5, Y3, Y3
 	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVC1x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVC1x2_tile
+
+dotVC1x2_done:
 	VZEROUPPER
 	RET
 
-// func dotVC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVC1x3(SB), NOSPLIT, $0-96
+TEXT ·dotVC1x3(SB), NOSPLIT, $0-104
+dotVC1x3_tile:
 	MOVQ    a+0(FP), AX
 	MOVQ    lda+8(FP), CX
 	MOVQ    b+16(FP), CX
@@ -3277,8 +3848,8 @@ dotVC1x3_loop:
 	VMULPS       160(AX), Y5, Y5
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y7
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y7
 	VMULPS       Y7, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y7, Y1, Y1
@@ -3291,12 +3862,27 @@ dotVC1x3_loop:
 	VMOVUPS      Y4, 128(AX)
 	VMULPS       Y7, Y5, Y5
 	VMOVUPS      Y5, 160(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVC1x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVC1x3_tile
+
+dotVC1x3_done:
 	VZEROUPPER
 	RET
 
-// func dotVC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVC1x4(SB), NOSPLIT, $0-96
+TEXT ·dotVC1x4(SB), NOSPLIT, $0-104
+dotVC1x4_tile:
 	MOVQ    a+0(FP), AX
 	MOVQ    lda+8(FP), CX
 	MOVQ    b+16(FP), CX
@@ -3467,8 +4053,8 @@ dotVC1x4_loop:
 	VMULPS       224(AX), Y7, Y7
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y9
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y9
 	VMULPS       Y9, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y9, Y1, Y1
@@ -3485,12 +4071,27 @@ dotVC1x4_loop:
 	VMOVUPS      Y6, 192(AX)
 	VMULPS       Y9, Y7, Y7
 	VMOVUPS      Y7, 224(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVC1x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVC1x4_tile
+
+dotVC1x4_done:
 	VZEROUPPER
 	RET
 
-// func dotVC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVC2x1(SB), NOSPLIT, $0-96
+TEXT ·dotVC2x1(SB), NOSPLIT, $0-104
+dotVC2x1_tile:
 	MOVQ    a+0(FP), AX
 	MOVQ    lda+8(FP), CX
 	MOVQ    b+16(FP), DX
@@ -3594,12 +4195,27 @@ dotVC2x1_loop:
 	VMOVUPS      Y2, (AX)
 	VMULPS       Y6, Y3, Y3
 	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVC2x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVC2x1_tile
+
+dotVC2x1_done:
 	VZEROUPPER
 	RET
 
-// func dotVC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVC3x1(SB), NOSPLIT, $0-96
+TEXT ·dotVC3x1(SB), NOSPLIT, $0-104
+dotVC3x1_tile:
 	MOVQ    a+0(FP), AX
 	MOVQ    lda+8(FP), CX
 	MOVQ    b+16(FP), DX
@@ -3745,12 +4361,27 @@ dotVC3x1_loop:
 	VMOVUPS      Y4, (AX)
 	VMULPS       Y8, Y5, Y5
 	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVC3x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVC3x1_tile
+
+dotVC3x1_done:
 	VZEROUPPER
 	RET
 
-// func dotVC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVC4x1(SB), NOSPLIT, $0-96
+TEXT ·dotVC4x1(SB), NOSPLIT, $0-104
+dotVC4x1_tile:
 	MOVQ    a+0(FP), AX
 	MOVQ    lda+8(FP), CX
 	LEAQ    (CX)(CX*2), DX
@@ -3939,12 +4570,27 @@ dotVC4x1_loop:
 	VMOVUPS      Y6, (AX)
 	VMULPS       Y10, Y7, Y7
 	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVC4x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000010, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVC4x1_tile
+
+dotVC4x1_done:
 	VZEROUPPER
 	RET
 
-// func dotVB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVB1x1(SB), NOSPLIT, $0-96
+TEXT ·dotVB1x1(SB), NOSPLIT, $0-104
+dotVB1x1_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -4012,18 +4658,33 @@ dotVB1x1_loop:
 	JNZ          dotVB1x1_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y5
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y5
 	VMULPS       Y5, Y2, Y2
 	VMOVUPS      Y2, (AX)
 	VMULPS       Y5, Y3, Y3
 	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVB1x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVB1x1_tile
+
+dotVB1x1_done:
 	VZEROUPPER
 	RET
 
-// func dotVB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVB1x2(SB), NOSPLIT, $0-96
+TEXT ·dotVB1x2(SB), NOSPLIT, $0-104
+dotVB1x2_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -4133,8 +4794,8 @@ dotVB1x2_loop:
 	JNZ          dotVB1x2_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y9
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y9
 	VMULPS       Y9, Y4, Y4
 	VMOVUPS      Y4, (AX)
 	VMULPS       Y9, Y5, Y5
@@ -4143,12 +4804,27 @@ dotVB1x2_loop:
 	VMOVUPS      Y6, 64(AX)
 	VMULPS       Y9, Y7, Y7
 	VMOVUPS      Y7, 96(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVB1x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVB1x2_tile
+
+dotVB1x2_done:
 	VZEROUPPER
 	RET
 
-// func dotVB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVB1x3(SB), NOSPLIT, $0-96
+TEXT ·dotVB1x3(SB), NOSPLIT, $0-104
+dotVB1x3_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), CX
@@ -4300,8 +4976,8 @@ dotVB1x3_loop:
 	JNZ          dotVB1x3_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y13
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y13
 	VMULPS       Y13, Y6, Y6
 	VMOVUPS      Y6, (AX)
 	VMULPS       Y13, Y7, Y7
@@ -4314,12 +4990,27 @@ dotVB1x3_loop:
 	VMOVUPS      Y10, 128(AX)
 	VMULPS       Y13, Y11, Y11
 	VMOVUPS      Y11, 160(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVB1x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVB1x3_tile
+
+dotVB1x3_done:
 	VZEROUPPER
 	RET
 
-// func dotVB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVB2x1(SB), NOSPLIT, $0-96
+TEXT ·dotVB2x1(SB), NOSPLIT, $0-104
+dotVB2x1_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -4439,12 +5130,27 @@ dotVB2x1_loop:
 	VMOVUPS      Y6, (AX)
 	VMULPS       Y10, Y7, Y7
 	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVB2x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVB2x1_tile
+
+dotVB2x1_done:
 	VZEROUPPER
 	RET
 
-// func dotVB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotVB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotVB3x1(SB), NOSPLIT, $0-96
+TEXT ·dotVB3x1(SB), NOSPLIT, $0-104
+dotVB3x1_tile:
 	MOVQ   a+0(FP), AX
 	MOVQ   lda+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -4610,12 +5316,27 @@ dotVB3x1_loop:
 	VMOVUPS      Y10, (AX)
 	VMULPS       Y14, Y11, Y11
 	VMOVUPS      Y11, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotVB3x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotVB3x1_tile
+
+dotVB3x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAC1x1(SB), NOSPLIT, $0-96
+TEXT ·dotAC1x1(SB), NOSPLIT, $0-104
+dotAC1x1_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), CX
@@ -4664,18 +5385,33 @@ dotAC1x1_loop:
 	VMULPS       32(AX), Y1, Y1
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y3
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y3
 	VMULPS       Y3, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y3, Y1, Y1
 	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAC1x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAC1x1_tile
+
+dotAC1x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAC1x2(SB), NOSPLIT, $0-96
+TEXT ·dotAC1x2(SB), NOSPLIT, $0-104
+dotAC1x2_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), CX
@@ -4750,8 +5486,8 @@ dotAC1x2_loop:
 	VMULPS       96(AX), Y3, Y3
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y5
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y5
 	VMULPS       Y5, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y5, Y1, Y1
@@ -4760,12 +5496,27 @@ dotAC1x2_loop:
 	VMOVUPS      Y2, 64(AX)
 	VMULPS       Y5, Y3, Y3
 	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAC1x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAC1x2_tile
+
+dotAC1x2_done:
 	VZEROUPPER
 	RET
 
-// func dotAC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAC1x3(SB), NOSPLIT, $0-96
+TEXT ·dotAC1x3(SB), NOSPLIT, $0-104
+dotAC1x3_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), CX
@@ -4866,8 +5617,8 @@ dotAC1x3_loop:
 	VMULPS       160(AX), Y5, Y5
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y7
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y7
 	VMULPS       Y7, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y7, Y1, Y1
@@ -4880,12 +5631,27 @@ dotAC1x3_loop:
 	VMOVUPS      Y4, 128(AX)
 	VMULPS       Y7, Y5, Y5
 	VMOVUPS      Y5, 160(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAC1x3_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAC1x3_tile
+
+dotAC1x3_done:
 	VZEROUPPER
 	RET
 
-// func dotAC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAC1x4(SB), NOSPLIT, $0-96
+TEXT ·dotAC1x4(SB), NOSPLIT, $0-104
+dotAC1x4_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), CX
@@ -5013,8 +5779,8 @@ dotAC1x4_loop:
 	VMULPS       224(AX), Y7, Y7
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y9
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y9
 	VMULPS       Y9, Y0, Y0
 	VMOVUPS      Y0, (AX)
 	VMULPS       Y9, Y1, Y1
@@ -5031,12 +5797,27 @@ dotAC1x4_loop:
 	VMOVUPS      Y6, 192(AX)
 	VMULPS       Y9, Y7, Y7
 	VMOVUPS      Y7, 224(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAC1x4_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAC1x4_tile
+
+dotAC1x4_done:
 	VZEROUPPER
 	RET
 
-// func dotAC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAC2x1(SB), NOSPLIT, $0-96
+TEXT ·dotAC2x1(SB), NOSPLIT, $0-104
+dotAC2x1_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), DX
@@ -5123,12 +5904,27 @@ dotAC2x1_loop:
 	VMOVUPS      Y2, (AX)
 	VMULPS       Y6, Y3, Y3
 	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAC2x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAC2x1_tile
+
+dotAC2x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAC3x1(SB), NOSPLIT, $0-96
+TEXT ·dotAC3x1(SB), NOSPLIT, $0-104
+dotAC3x1_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), DX
@@ -5247,12 +6043,27 @@ dotAC3x1_loop:
 	VMOVUPS      Y4, (AX)
 	VMULPS       Y8, Y5, Y5
 	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAC3x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x0000000c, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000003, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAC3x1_tile
+
+dotAC3x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAC4x1(SB), NOSPLIT, $0-96
+TEXT ·dotAC4x1(SB), NOSPLIT, $0-104
+dotAC4x1_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	LEAQ         (CX)(CX*2), DX
@@ -5404,12 +6215,27 @@ dotAC4x1_loop:
 	VMOVUPS      Y6, (AX)
 	VMULPS       Y10, Y7, Y7
 	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAC4x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000010, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000004, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAC4x1_tile
+
+dotAC4x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAB1x1(SB), NOSPLIT, $0-96
+TEXT ·dotAB1x1(SB), NOSPLIT, $0-104
+dotAB1x1_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), CX
@@ -5470,18 +6296,33 @@ dotAB1x1_loop:
 	JNZ          dotAB1x1_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y5
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y5
 	VMULPS       Y5, Y2, Y2
 	VMOVUPS      Y2, (AX)
 	VMULPS       Y5, Y3, Y3
 	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAB1x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAB1x1_tile
+
+dotAB1x1_done:
 	VZEROUPPER
 	RET
 
-// func dotAB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAB1x2(SB), NOSPLIT, $0-96
+TEXT ·dotAB1x2(SB), NOSPLIT, $0-104
+dotAB1x2_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), CX
@@ -5572,8 +6413,8 @@ dotAB1x2_loop:
 	JNZ          dotAB1x2_block
 	MOVQ         y+64(FP), AX
 	MOVQ         ldy+72(FP), CX
-	MOVQ         sx+56(FP), CX
-	VBROADCASTSS (CX), Y9
+	MOVQ         sx+56(FP), DX
+	VBROADCASTSS (DX), Y9
 	VMULPS       Y9, Y4, Y4
 	VMOVUPS      Y4, (AX)
 	VMULPS       Y9, Y5, Y5
@@ -5582,12 +6423,27 @@ dotAB1x2_loop:
 	VMOVUPS      Y6, 64(AX)
 	VMULPS       Y9, Y7, Y7
 	VMOVUPS      Y7, 96(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAB1x2_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000004, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000001, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAB1x2_tile
+
+dotAB1x2_done:
 	VZEROUPPER
 	RET
 
-// func dotAB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+// func dotAB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 // Requires: AVX, AVX2
-TEXT ·dotAB2x1(SB), NOSPLIT, $0-96
+TEXT ·dotAB2x1(SB), NOSPLIT, $0-104
+dotAB2x1_tile:
 	MOVQ         a+0(FP), AX
 	MOVQ         lda+8(FP), CX
 	MOVQ         b+16(FP), DX
@@ -5690,6 +6546,20 @@ dotAB2x1_loop:
 	VMOVUPS      Y6, (AX)
 	VMULPS       Y10, Y7, Y7
 	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	DECQ         nt+96(FP)
+	JZ           dotAB2x1_done
+	MOVQ         AX, y+64(FP)
+	ADDQ         $0x00000008, DX
+	MOVQ         DX, sx+56(FP)
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	IMUL3Q       $0x00000002, CX, CX
+	ADDQ         CX, AX
+	MOVQ         AX, a+0(FP)
+	JMP          dotAB2x1_tile
+
+dotAB2x1_done:
 	VZEROUPPER
 	RET
 

@@ -4,295 +4,295 @@
 
 package qgemm
 
-// dotZC1x1 computes a 1-row tile of 1 panels (family Z, C variant); strides in bytes.
+// dotZC1x1 computes nt tiles of 1 rows of 1 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC1x2 computes a 1-row tile of 2 panels (family Z, C variant); strides in bytes.
+// dotZC1x2 computes nt tiles of 1 rows of 2 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC1x3 computes a 1-row tile of 3 panels (family Z, C variant); strides in bytes.
+// dotZC1x3 computes nt tiles of 1 rows of 3 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC1x4 computes a 1-row tile of 4 panels (family Z, C variant); strides in bytes.
+// dotZC1x4 computes nt tiles of 1 rows of 4 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC1x5 computes a 1-row tile of 5 panels (family Z, C variant); strides in bytes.
+// dotZC1x5 computes nt tiles of 1 rows of 5 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC1x6 computes a 1-row tile of 6 panels (family Z, C variant); strides in bytes.
+// dotZC1x6 computes nt tiles of 1 rows of 6 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC1x7 computes a 1-row tile of 7 panels (family Z, C variant); strides in bytes.
+// dotZC1x7 computes nt tiles of 1 rows of 7 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC1x8 computes a 1-row tile of 8 panels (family Z, C variant); strides in bytes.
+// dotZC1x8 computes nt tiles of 1 rows of 8 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC2x1 computes a 2-row tile of 1 panels (family Z, C variant); strides in bytes.
+// dotZC2x1 computes nt tiles of 2 rows of 1 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC2x2 computes a 2-row tile of 2 panels (family Z, C variant); strides in bytes.
+// dotZC2x2 computes nt tiles of 2 rows of 2 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC2x3 computes a 2-row tile of 3 panels (family Z, C variant); strides in bytes.
+// dotZC2x3 computes nt tiles of 2 rows of 3 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC2x4 computes a 2-row tile of 4 panels (family Z, C variant); strides in bytes.
+// dotZC2x4 computes nt tiles of 2 rows of 4 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC3x1 computes a 3-row tile of 1 panels (family Z, C variant); strides in bytes.
+// dotZC3x1 computes nt tiles of 3 rows of 1 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC3x2 computes a 3-row tile of 2 panels (family Z, C variant); strides in bytes.
+// dotZC3x2 computes nt tiles of 3 rows of 2 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC3x3 computes a 3-row tile of 3 panels (family Z, C variant); strides in bytes.
+// dotZC3x3 computes nt tiles of 3 rows of 3 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC3x4 computes a 3-row tile of 4 panels (family Z, C variant); strides in bytes.
+// dotZC3x4 computes nt tiles of 3 rows of 4 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC4x1 computes a 4-row tile of 1 panels (family Z, C variant); strides in bytes.
+// dotZC4x1 computes nt tiles of 4 rows of 1 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC4x2 computes a 4-row tile of 2 panels (family Z, C variant); strides in bytes.
+// dotZC4x2 computes nt tiles of 4 rows of 2 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC4x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC4x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC4x3 computes a 4-row tile of 3 panels (family Z, C variant); strides in bytes.
+// dotZC4x3 computes nt tiles of 4 rows of 3 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC4x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC4x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZC4x4 computes a 4-row tile of 4 panels (family Z, C variant); strides in bytes.
+// dotZC4x4 computes nt tiles of 4 rows of 4 panels (family Z, C variant); strides in bytes.
 //
 //go:noescape
-func dotZC4x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZC4x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x1 computes a 1-row tile of 1 panels (family Z, B variant); strides in bytes.
+// dotZB1x1 computes nt tiles of 1 rows of 1 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x2 computes a 1-row tile of 2 panels (family Z, B variant); strides in bytes.
+// dotZB1x2 computes nt tiles of 1 rows of 2 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x3 computes a 1-row tile of 3 panels (family Z, B variant); strides in bytes.
+// dotZB1x3 computes nt tiles of 1 rows of 3 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x4 computes a 1-row tile of 4 panels (family Z, B variant); strides in bytes.
+// dotZB1x4 computes nt tiles of 1 rows of 4 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x5 computes a 1-row tile of 5 panels (family Z, B variant); strides in bytes.
+// dotZB1x5 computes nt tiles of 1 rows of 5 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x5(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x6 computes a 1-row tile of 6 panels (family Z, B variant); strides in bytes.
+// dotZB1x6 computes nt tiles of 1 rows of 6 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x6(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x7 computes a 1-row tile of 7 panels (family Z, B variant); strides in bytes.
+// dotZB1x7 computes nt tiles of 1 rows of 7 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x7(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB1x8 computes a 1-row tile of 8 panels (family Z, B variant); strides in bytes.
+// dotZB1x8 computes nt tiles of 1 rows of 8 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB1x8(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB2x1 computes a 2-row tile of 1 panels (family Z, B variant); strides in bytes.
+// dotZB2x1 computes nt tiles of 2 rows of 1 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB2x2 computes a 2-row tile of 2 panels (family Z, B variant); strides in bytes.
+// dotZB2x2 computes nt tiles of 2 rows of 2 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB2x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB2x3 computes a 2-row tile of 3 panels (family Z, B variant); strides in bytes.
+// dotZB2x3 computes nt tiles of 2 rows of 3 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB2x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB2x4 computes a 2-row tile of 4 panels (family Z, B variant); strides in bytes.
+// dotZB2x4 computes nt tiles of 2 rows of 4 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB2x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB3x1 computes a 3-row tile of 1 panels (family Z, B variant); strides in bytes.
+// dotZB3x1 computes nt tiles of 3 rows of 1 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB3x2 computes a 3-row tile of 2 panels (family Z, B variant); strides in bytes.
+// dotZB3x2 computes nt tiles of 3 rows of 2 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB3x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB3x3 computes a 3-row tile of 3 panels (family Z, B variant); strides in bytes.
+// dotZB3x3 computes nt tiles of 3 rows of 3 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB3x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotZB3x4 computes a 3-row tile of 4 panels (family Z, B variant); strides in bytes.
+// dotZB3x4 computes nt tiles of 3 rows of 4 panels (family Z, B variant); strides in bytes.
 //
 //go:noescape
-func dotZB3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotZB3x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVC1x1 computes a 1-row tile of 1 panels (family V, C variant); strides in bytes.
+// dotVC1x1 computes nt tiles of 1 rows of 1 panels (family V, C variant); strides in bytes.
 //
 //go:noescape
-func dotVC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVC1x2 computes a 1-row tile of 2 panels (family V, C variant); strides in bytes.
+// dotVC1x2 computes nt tiles of 1 rows of 2 panels (family V, C variant); strides in bytes.
 //
 //go:noescape
-func dotVC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVC1x3 computes a 1-row tile of 3 panels (family V, C variant); strides in bytes.
+// dotVC1x3 computes nt tiles of 1 rows of 3 panels (family V, C variant); strides in bytes.
 //
 //go:noescape
-func dotVC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVC1x4 computes a 1-row tile of 4 panels (family V, C variant); strides in bytes.
+// dotVC1x4 computes nt tiles of 1 rows of 4 panels (family V, C variant); strides in bytes.
 //
 //go:noescape
-func dotVC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVC2x1 computes a 2-row tile of 1 panels (family V, C variant); strides in bytes.
+// dotVC2x1 computes nt tiles of 2 rows of 1 panels (family V, C variant); strides in bytes.
 //
 //go:noescape
-func dotVC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVC3x1 computes a 3-row tile of 1 panels (family V, C variant); strides in bytes.
+// dotVC3x1 computes nt tiles of 3 rows of 1 panels (family V, C variant); strides in bytes.
 //
 //go:noescape
-func dotVC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVC4x1 computes a 4-row tile of 1 panels (family V, C variant); strides in bytes.
+// dotVC4x1 computes nt tiles of 4 rows of 1 panels (family V, C variant); strides in bytes.
 //
 //go:noescape
-func dotVC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVB1x1 computes a 1-row tile of 1 panels (family V, B variant); strides in bytes.
+// dotVB1x1 computes nt tiles of 1 rows of 1 panels (family V, B variant); strides in bytes.
 //
 //go:noescape
-func dotVB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVB1x2 computes a 1-row tile of 2 panels (family V, B variant); strides in bytes.
+// dotVB1x2 computes nt tiles of 1 rows of 2 panels (family V, B variant); strides in bytes.
 //
 //go:noescape
-func dotVB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVB1x3 computes a 1-row tile of 3 panels (family V, B variant); strides in bytes.
+// dotVB1x3 computes nt tiles of 1 rows of 3 panels (family V, B variant); strides in bytes.
 //
 //go:noescape
-func dotVB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVB1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVB2x1 computes a 2-row tile of 1 panels (family V, B variant); strides in bytes.
+// dotVB2x1 computes nt tiles of 2 rows of 1 panels (family V, B variant); strides in bytes.
 //
 //go:noescape
-func dotVB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotVB3x1 computes a 3-row tile of 1 panels (family V, B variant); strides in bytes.
+// dotVB3x1 computes nt tiles of 3 rows of 1 panels (family V, B variant); strides in bytes.
 //
 //go:noescape
-func dotVB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotVB3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAC1x1 computes a 1-row tile of 1 panels (family A, C variant); strides in bytes.
+// dotAC1x1 computes nt tiles of 1 rows of 1 panels (family A, C variant); strides in bytes.
 //
 //go:noescape
-func dotAC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAC1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAC1x2 computes a 1-row tile of 2 panels (family A, C variant); strides in bytes.
+// dotAC1x2 computes nt tiles of 1 rows of 2 panels (family A, C variant); strides in bytes.
 //
 //go:noescape
-func dotAC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAC1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAC1x3 computes a 1-row tile of 3 panels (family A, C variant); strides in bytes.
+// dotAC1x3 computes nt tiles of 1 rows of 3 panels (family A, C variant); strides in bytes.
 //
 //go:noescape
-func dotAC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAC1x3(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAC1x4 computes a 1-row tile of 4 panels (family A, C variant); strides in bytes.
+// dotAC1x4 computes nt tiles of 1 rows of 4 panels (family A, C variant); strides in bytes.
 //
 //go:noescape
-func dotAC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAC1x4(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAC2x1 computes a 2-row tile of 1 panels (family A, C variant); strides in bytes.
+// dotAC2x1 computes nt tiles of 2 rows of 1 panels (family A, C variant); strides in bytes.
 //
 //go:noescape
-func dotAC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAC2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAC3x1 computes a 3-row tile of 1 panels (family A, C variant); strides in bytes.
+// dotAC3x1 computes nt tiles of 3 rows of 1 panels (family A, C variant); strides in bytes.
 //
 //go:noescape
-func dotAC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAC3x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAC4x1 computes a 4-row tile of 1 panels (family A, C variant); strides in bytes.
+// dotAC4x1 computes nt tiles of 4 rows of 1 panels (family A, C variant); strides in bytes.
 //
 //go:noescape
-func dotAC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAC4x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAB1x1 computes a 1-row tile of 1 panels (family A, B variant); strides in bytes.
+// dotAB1x1 computes nt tiles of 1 rows of 1 panels (family A, B variant); strides in bytes.
 //
 //go:noescape
-func dotAB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAB1x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAB1x2 computes a 1-row tile of 2 panels (family A, B variant); strides in bytes.
+// dotAB1x2 computes nt tiles of 1 rows of 2 panels (family A, B variant); strides in bytes.
 //
 //go:noescape
-func dotAB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAB1x2(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
-// dotAB2x1 computes a 2-row tile of 1 panels (family A, B variant); strides in bytes.
+// dotAB2x1 computes nt tiles of 2 rows of 1 panels (family A, B variant); strides in bytes.
 //
 //go:noescape
-func dotAB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)
+func dotAB2x1(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)
 
 // absMaxZ returns the largest of the bits of |x[i]| (sign cleared) for i < n, n a positive multiple of 16.
 //

@@ -5,7 +5,7 @@
 package qgemm
 
 // dotZ holds the Z tile kernels: [C, B][rows-1][panels-1].
-var dotZ = [2][4][8]dotFunc{
+var dotZ = [2][8][8]dotFunc{
 	{
 		0: {dotZC1x1, dotZC1x2, dotZC1x3, dotZC1x4, dotZC1x5, dotZC1x6, dotZC1x7, dotZC1x8},
 		1: {dotZC2x1, dotZC2x2, dotZC2x3, dotZC2x4},
@@ -20,7 +20,7 @@ var dotZ = [2][4][8]dotFunc{
 }
 
 // dotV holds the V tile kernels: [C, B][rows-1][panels-1].
-var dotV = [2][4][8]dotFunc{
+var dotV = [2][8][8]dotFunc{
 	{
 		0: {dotVC1x1, dotVC1x2, dotVC1x3, dotVC1x4},
 		1: {dotVC2x1},
@@ -35,7 +35,7 @@ var dotV = [2][4][8]dotFunc{
 }
 
 // dotA holds the A tile kernels: [C, B][rows-1][panels-1].
-var dotA = [2][4][8]dotFunc{
+var dotA = [2][8][8]dotFunc{
 	{
 		0: {dotAC1x1, dotAC1x2, dotAC1x3, dotAC1x4},
 		1: {dotAC2x1},

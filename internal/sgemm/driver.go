@@ -20,6 +20,10 @@ type problem struct {
 	beta    float32
 	c       []float32
 	ldc     int
+	// pack, if not nil, packs B in place of packB (SgemmPackedB), its
+	// columns from bj on (a block of columns of the whole product).
+	pack PackB
+	bj   int
 }
 
 // rows returns the sub-problem of rows [i0, i1) of C.
@@ -36,7 +40,9 @@ func (p problem) rows(i0, i1 int) problem {
 
 // cols returns the sub-problem of columns [j0, j1) of C.
 func (p problem) cols(j0, j1 int) problem {
-	if p.bT {
+	if p.pack != nil {
+		p.bj += j0
+	} else if p.bT {
 		p.b = p.b[j0*p.ldb:]
 	} else {
 		p.b = p.b[j0:]
@@ -78,7 +84,11 @@ func (p *problem) run(s *scratch) {
 		}
 		for pc := 0; pc < p.k; pc += kn.kc {
 			kb := min(kn.kc, p.k-pc)
-			p.packB(s.b, nr, lastW, pc, jc, kb, nb)
+			if p.pack != nil {
+				p.pack(s.b[:roundUp(nb, nr)*kb], nr, lastW, pc, p.bj+jc, kb, nb)
+			} else {
+				p.packB(s.b, nr, lastW, pc, jc, kb, nb)
+			}
 			acc := pc > 0 || !overwrite
 			for ic := 0; ic < p.m; ic += kn.mc {
 				mb := min(kn.mc, p.m-ic)

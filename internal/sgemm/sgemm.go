@@ -21,6 +21,8 @@
 package sgemm
 
 import (
+	"fmt"
+
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 	"gorgonia.org/gorgonia"
@@ -59,6 +61,37 @@ func (Implementation) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a
 	sgemm(active.Load(), tA != blas.NoTrans, tB != blas.NoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
+// PackB writes depth [pc, pc+kb) and columns [jc, jc+nb) of a k×n matrix
+// B into dst as the multiply's packed panels of nr columns, the last one
+// lastW wide (nr or nr/2): panel q starts at q·kb·nr and holds, depth by
+// depth, op(B)[pc+p, jc+q·nr+j] for j < its width, zero past nb. It may
+// be called from several goroutines at once, on disjoint blocks.
+type PackB func(dst []float32, nr, lastW, pc, jc, kb, nb int)
+
+// SgemmPackedB computes C = A·B for row-major A (m×k, lda) and C (m×n,
+// ldc, overwritten), B k×n given by pack, which writes its panels straight
+// into the multiply's buffers (a producer of B, e.g. a dequantizer, need
+// not write B out for Sgemm to pack it again). If pack writes what B's
+// packing would, C is bitwise Sgemm(NoTrans, NoTrans, m, n, k, 1, a, lda,
+// B, ldb, 0, c, ldc)'s, on any number of threads.
+func SgemmPackedB(m, n, k int, a []float32, lda int, pack PackB, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 || lda < max(1, k) || ldc < max(1, n) || pack == nil {
+		panic(fmt.Sprintf("sgemm: SgemmPackedB m %d n %d k %d lda %d ldc %d", m, n, k, lda, ldc))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if len(a) < (m-1)*lda+k || len(c) < (m-1)*ldc+n {
+		panic(fmt.Sprintf("sgemm: SgemmPackedB %d×%d×%d: len(a) %d, len(c) %d", m, n, k, len(a), len(c)))
+	}
+	if k == 0 {
+		blasarg.Scale(0, m, n, c, ldc)
+		return
+	}
+	p := problem{kern: active.Load(), m: m, n: n, k: k, alpha: 1, a: a, lda: lda, c: c, ldc: ldc, pack: pack}
+	p.solve()
+}
+
 // sgemm computes C = alpha*op(A)*op(B) + beta*C on checked arguments with
 // kernel kern, in parallel when the product is large enough.
 func sgemm(kern *kernel, aT, bT bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
@@ -68,8 +101,13 @@ func sgemm(kern *kernel, aT, bT bool, m, n, k int, alpha float32, a []float32, l
 	}
 	p := problem{kern: kern, aT: aT, bT: bT, m: m, n: n, k: k, alpha: alpha,
 		a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc}
-	if t := threadsFor(kern, m, n, k); t > 1 {
-		parallel(&p, t)
+	p.solve()
+}
+
+// solve computes p, in parallel when the product is large enough.
+func (p *problem) solve() {
+	if t := threadsFor(p.kern, p.m, p.n, p.k); t > 1 {
+		parallel(p, t)
 		return
 	}
 	s := getScratch()

@@ -10,7 +10,6 @@ import (
 
 	"gptlab/internal/qgemm"
 	"gptlab/planner/arena"
-	"gptlab/precision"
 )
 
 // Int8Kernel is how Int8Linear multiplies (internal/qgemm's two kernels).
@@ -43,13 +42,13 @@ func (k Int8Kernel) Valid() bool { return int(k) < len(int8KernelNames) }
 // Int8Weights is an int8 matrix packed for the kernels (qgemm.Weights).
 type Int8Weights = qgemm.Weights
 
-// Int8Linear is x·Wᵀ for x (N, K) float32 and an int8 weight w (Out, K)
-// with its scales s (one per row, one, or one per row and block of 32 as
-// packed's scheme says): (N, Out) float32, by kernel on packed, the
-// codes and scales of w and s packed once (qgemm.NewWeights). The graph
-// reads w and s as inputs, so the program holds them as they are stored
-// (one byte a code); the kernel reads their packed form. It is
-// forward-only.
+// Int8Linear is x·Wᵀ for x (N, K) float32 and an int8 weight W (Out, K)
+// packed for the kernels (qgemm.NewWeights): (N, Out) float32, by kernel
+// on packed. The graph's input w is packed's codes themselves
+// (packed.Packed(), of shape packed.PackedShape(): the program holds
+// the one copy the kernel reads, one byte a code), s its scales as
+// stored (one per row, one, or one per row and block of 32 as packed's
+// scheme says). It is forward-only.
 func Int8Linear(x, w, s *G.Node, packed *Int8Weights, kernel Int8Kernel) (*G.Node, error) {
 	if !kernel.Valid() {
 		return nil, fmt.Errorf("int8 linear: kernel %v", kernel)
@@ -74,13 +73,13 @@ func (op int8LinearOp) check(in []tensor.Shape) (tensor.Shape, error) {
 	pw := op.packed
 	switch {
 	case x.Dims() != 2 || w.Dims() != 2 || s.Dims() != 1:
-		return nil, fmt.Errorf("%v: shapes %v, %v, %v: want x (N, K), w (Out, K), scales (S)", op, x, w, s)
-	case w[0] != pw.N() || w[1] != pw.K() || x[1] != pw.K():
+		return nil, fmt.Errorf("%v: shapes %v, %v, %v: want x (N, K), w packed, scales (S)", op, x, w, s)
+	case !packedShape(w, pw) || x[1] != pw.K():
 		return nil, fmt.Errorf("%v: x %v and w %v, packed weights %d×%d", op, x, w, pw.N(), pw.K())
 	case s[0] != pw.Scheme().NumScales(pw.N(), pw.K()):
 		return nil, fmt.Errorf("%v: %d scales, want %d", op, s[0], pw.Scheme().NumScales(pw.N(), pw.K()))
 	}
-	return tensor.Shape{x[0], w[0]}, nil
+	return tensor.Shape{x[0], pw.N()}, nil
 }
 
 func (op int8LinearOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
@@ -119,6 +118,9 @@ func (op int8LinearOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	x, y, m, w := in[0].F32, out.F32, s[0], op.packed
+	if !samePacked(in[1].I8, w) {
+		return nil, fmt.Errorf("%v: the int8 input is not the packed weights' codes", op)
+	}
 	if op.kernel == Int8Dynamic {
 		return func() { qgemm.Dynamic(y, x, m, w) }, nil
 	}
@@ -136,20 +138,19 @@ func (op int8LinearOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 }
 
 // Int8Gather is the rows idx (N, ints in [0, V)) of an int8 embedding
-// table w (V, C) with scales s under scheme, dequantized: (N, C) float32,
-// out[i, c] = w[idx[i], c]·scale of (idx[i], c). An index outside [0, V)
-// panics in the kernel, as arena.Gather's (the models check tokens
-// first). It is forward-only.
-func Int8Gather(w, s, idx *G.Node, scheme precision.Int8Scheme) (*G.Node, error) {
-	if !scheme.Valid() {
-		return nil, fmt.Errorf("int8 gather: scheme %v", scheme)
-	}
-	return G.ApplyOp(int8GatherOp{scheme: scheme}, w, s, idx)
+// table W (V, C) packed for the kernels, dequantized: (N, C) float32,
+// out[i, c] = W[idx[i], c]·scale of (idx[i], c). As for Int8Linear, the
+// input w is packed's codes and s its scales; the table is the tied
+// head's, which Int8Linear multiplies by from the same memory. An index
+// outside [0, V) panics in the kernel, as arena.Gather's (the models
+// check tokens first). It is forward-only.
+func Int8Gather(w, s, idx *G.Node, packed *Int8Weights) (*G.Node, error) {
+	return G.ApplyOp(int8GatherOp{packed: packed}, w, s, idx)
 }
 
 type int8GatherOp struct {
 	opBase
-	scheme precision.Int8Scheme
+	packed *Int8Weights
 }
 
 func (int8GatherOp) Arity() int { return 3 }
@@ -159,10 +160,11 @@ func (int8GatherOp) Type() hm.Type {
 
 func (op int8GatherOp) check(in []tensor.Shape) (tensor.Shape, error) {
 	w, s, idx := in[0], in[1], in[2]
-	if w.Dims() != 2 || s.Dims() != 1 || idx.Dims() != 1 || s[0] != op.scheme.NumScales(w[0], w[1]) {
-		return nil, fmt.Errorf("%v: shapes %v, %v, %v: want w (V, C), its %d scales, idx (N)", op, w, s, idx, op.scheme.NumScales(w[0], w[1]))
+	pw := op.packed
+	if w.Dims() != 2 || !packedShape(w, pw) || s.Dims() != 1 || idx.Dims() != 1 || s[0] != pw.Scheme().NumScales(pw.N(), pw.K()) {
+		return nil, fmt.Errorf("%v: shapes %v, %v, %v: want w packed, its %d scales, idx (N)", op, w, s, idx, pw.Scheme().NumScales(pw.N(), pw.K()))
 	}
-	return tensor.Shape{idx[0], w[1]}, nil
+	return tensor.Shape{idx[0], pw.K()}, nil
 }
 
 func (op int8GatherOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
@@ -200,24 +202,38 @@ func (op int8GatherOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if !out.Shape.Eq(s) {
 		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
-	q, sc, idx, y := in[0].I8, in[1].F32, in[2].Int, out.F32
-	V, C := in[0].Shape[0], in[0].Shape[1]
-	scheme := op.scheme
+	pw, idx, y := op.packed, in[2].Int, out.F32
+	if !samePacked(in[0].I8, pw) {
+		return nil, fmt.Errorf("%v: the int8 input is not the packed weights' codes", op)
+	}
+	V, C := pw.N(), pw.K()
 	return func() {
 		for i, r := range idx {
 			if r < 0 || r >= V {
 				panic(fmt.Sprintf("ops: Int8Gather: index %d out of range [0, %d)", r, V))
 			}
-			row, dst := q[r*C:(r+1)*C], y[i*C:(i+1)*C]
-			for c, v := range row {
-				dst[c] = float32(v) * sc[scheme.ScaleIndex(r, c, C)]
-			}
+			pw.DequantizeRow(y[i*C:(i+1)*C], r)
 		}
 	}, nil
 }
 
-func (op int8GatherOp) String() string        { return fmt.Sprintf("Int8Gather{%s}", op.scheme) }
-func (op int8GatherOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+// packedShape reports whether w is the shape of pw's packed codes.
+func packedShape(w tensor.Shape, pw *Int8Weights) bool {
+	r, c := pw.PackedShape()
+	return w.Dims() == 2 && w[0] == r && w[1] == c
+}
+
+// samePacked reports whether q is pw's packed codes themselves (the
+// program's input bound to the memory the kernel reads, not a copy).
+func samePacked(q []int8, pw *Int8Weights) bool {
+	p := pw.Packed()
+	return len(q) == len(p) && len(q) > 0 && &q[0] == &p[0]
+}
+
+func (op int8GatherOp) String() string {
+	return fmt.Sprintf("Int8Gather{%s,%d×%d}", op.packed.Scheme(), op.packed.N(), op.packed.K())
+}
+func (op int8GatherOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "%s@%p", op, op.packed) }
 func (op int8GatherOp) Hashcode() uint32      { return hashOf(op) }
 func (int8GatherOp) DiffWRT(int) []bool       { return []bool{false, false, false} }
 func (op int8GatherOp) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {

@@ -83,7 +83,7 @@ func main() {
 	ConstraintExpr("amd64,!purego")
 	var table strings.Builder
 	for _, f := range families {
-		fmt.Fprintf(&table, "\n// dot%s holds the %s tile kernels: [C, B][rows-1][panels-1].\nvar dot%s = [2][4][8]dotFunc{\n", f.name, f.name, f.name)
+		fmt.Fprintf(&table, "\n// dot%s holds the %s tile kernels: [C, B][rows-1][panels-1].\nvar dot%s = [2][8][8]dotFunc{\n", f.name, f.name, f.name)
 		for v, variant := range []string{"C", "B"} {
 			t := f.tiles[v]
 			table.WriteString("\t{\n")
@@ -140,9 +140,9 @@ func genDot(f family, blocked bool, mr, nv int) string {
 		variant = "B"
 	}
 	name := fmt.Sprintf("dot%s%s%dx%d", f.name, variant, mr, nv)
-	TEXT(name, NOSPLIT, "func(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int)")
+	TEXT(name, NOSPLIT, "func(a *byte, lda int, b *int8, pstr int, corr *int32, sw *float32, bstr int, sx *float32, y *float32, ldy int, nb int, kqb int, nt int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes a %d-row tile of %d panels (family %s, %s variant); strides in bytes.", name, mr, nv, f.name, variant))
+	Doc(fmt.Sprintf("%s computes nt tiles of %d rows of %d panels (family %s, %s variant); strides in bytes.", name, mr, nv, f.name, variant))
 
 	units := nv * f.upp
 	ub := 64 / f.upp  // bytes of a unit in a group chunk, in corr and in sw
@@ -186,12 +186,19 @@ func genDot(f family, blocked bool, mr, nv int) string {
 		abs, tmp, ones = alloc(), alloc(), alloc()
 	}
 
+	// Tile t of the nt reads rows t·mr.. of a and writes them in y: the
+	// arguments a, sx and y advance by a tile each trip (in the frame).
+	Label(name + "_tile")
 	pa := Load(Param("a"), GP64())
 	lda := Load(Param("lda"), GP64())
-	var la3 reg.Register
-	if mr == 4 {
+	var la3, pa4 reg.Register
+	if mr >= 4 {
 		la3 = GP64()
 		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, la3)
+	}
+	if mr > 4 {
+		pa4 = GP64()
+		LEAQ(Mem{Base: pa, Index: lda, Scale: 4}, pa4)
 	}
 	pb := Load(Param("b"), GP64())
 	pstr := Load(Param("pstr"), GP64())
@@ -219,15 +226,19 @@ func genDot(f family, blocked bool, mr, nv int) string {
 		VPBROADCASTD(ones.AsX(), ones)
 	}
 	rowAddr := func(i, disp int) Mem {
+		base := pa
+		if i >= 4 {
+			base, i = pa4, i-4
+		}
 		switch i {
 		case 0:
-			return Mem{Base: pa, Disp: disp}
+			return Mem{Base: base, Disp: disp}
 		case 1:
-			return Mem{Base: pa, Index: lda, Scale: 1, Disp: disp}
+			return Mem{Base: base, Index: lda, Scale: 1, Disp: disp}
 		case 2:
-			return Mem{Base: pa, Index: lda, Scale: 2, Disp: disp}
+			return Mem{Base: base, Index: lda, Scale: 2, Disp: disp}
 		}
-		return Mem{Base: pa, Index: la3, Scale: 1, Disp: disp}
+		return Mem{Base: base, Index: la3, Scale: 1, Disp: disp}
 	}
 	codeAddr := func(u, g int) Mem {
 		v, disp := u/f.upp, g*64+(u%f.upp)*32
@@ -322,6 +333,9 @@ func genDot(f family, blocked bool, mr, nv int) string {
 		}
 	}
 	ADDQ(U32(4*unroll), pa)
+	if mr > 4 {
+		ADDQ(U32(4*unroll), pa4)
+	}
 	ADDQ(U32(64*unroll), pb)
 	if nv > 4 {
 		ADDQ(U32(64*unroll), pb4)
@@ -359,10 +373,24 @@ func genDot(f family, blocked bool, mr, nv int) string {
 			VMULPS(bc, fs[i][u], fs[i][u])
 			VMOVUPS(fs[i][u], Mem{Base: py, Disp: u * ub})
 		}
-		if i < mr-1 {
-			ADDQ(ldy, py)
-		}
+		ADDQ(ldy, py)
 	}
+	// The next tile, if any: its rows of a, sx and y.
+	nt, err := Param("nt").Resolve()
+	if err != nil {
+		panic(err)
+	}
+	DECQ(nt.Addr)
+	JZ(LabelRef(name + "_done"))
+	Store(py, Param("y"))
+	ADDQ(U32(4*mr), psx)
+	Store(psx, Param("sx"))
+	na, step := Load(Param("a"), GP64()), Load(Param("lda"), GP64())
+	IMUL3Q(U32(mr), step, step)
+	ADDQ(step, na)
+	Store(na, Param("a"))
+	JMP(LabelRef(name + "_tile"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 	return name
