@@ -79,7 +79,7 @@ func newPagedLinears(p *Params, q *Quantized, kernel Int8Kernel) pagedLinears {
 	lin := func(name string, in, out int, bias bool) pagedLinear {
 		l := pagedLinear{in: in, out: out}
 		if t := int8Tensor(q, name+".weight"); t != nil {
-			l.int8, l.kernel = q.packed(t), kernel
+			l.int8, l.kernel = t.Packed(), kernel
 		} else {
 			l.w = p.Slice(name + ".weight")
 			l.pack()
