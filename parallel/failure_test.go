@@ -39,7 +39,7 @@ func TestFailures(t *testing.T) {
 		{"corrupt", "shm-tmpdir", 2, "rank 1 failed: malformed frame: length", "exited with status 1", 1, deadline},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/p=%d", tc.scenario, tc.transport, tc.p), func(t *testing.T) {
-			if strings.HasPrefix(tc.transport, "shm") && !shmSupported {
+			if strings.HasPrefix(tc.transport, "shm") && !shmSupported() {
 				t.Skipf("no shared-memory transport on %s", runtime.GOOS)
 			}
 			if tc.scenario != "corrupt" && runtime.GOOS == "windows" {
