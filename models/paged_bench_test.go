@@ -3,11 +3,14 @@ package models
 import (
 	"fmt"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // BenchmarkPagedDecode is one decode step of baby: B sequences each
 // decoding one token at context 32, blocks of 16. tokens/s = B / (ns/op).
 func BenchmarkPagedDecode(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	cfg, _ := Preset("baby")
 	p := NewParams(cfg, 1)
 	const ctx, bs = 32, 16

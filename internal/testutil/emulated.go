@@ -10,7 +10,10 @@ import (
 // go test -short in a process that runs emulated (emulated.Is: qemu-user,
 // tens of times slower than the host). A test that trims says in its
 // comment what it keeps; the full case runs natively.
-func Trimmed() bool { return testing.Short() && emulated.Is() }
+func Trimmed() bool { return testing.Short() && isEmulated() }
+
+// isEmulated is emulated.Is (a test of this package replaces it).
+var isEmulated = emulated.Is
 
 // SkipEmulated skips a test under -short in an emulated process, with a
 // message naming why (why says what covers the skipped work instead: "the
@@ -27,7 +30,7 @@ func SkipEmulated(t testing.TB, why string) {
 // the architecture's, and printing it would pass it off as one.
 func SkipSpeedEmulated(b *testing.B) {
 	b.Helper()
-	if emulated.Is() {
+	if isEmulated() {
 		b.Skipf("%s: speed is not measured under emulation (the figure would be the emulator's)", emulated.Label)
 	}
 }
