@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gptlab/internal/testutil"
 	"gptlab/models"
 	"gptlab/serving"
 )
@@ -138,7 +139,11 @@ func TestGreedyEqualsAlone(t *testing.T) {
 		{"caching greedy", Config{BlockSize: 4, Blocks: 200, Caching: true, Policy: "continuous", MaxSeqs: 8, MaxTokens: 64, Chunked: true}, models.SampleConfig{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reqs := f.requests(10, 30, 7, tc.sc)
+			n := 10
+			if testutil.Trimmed() { // emulated -short: 4 requests a policy, not 10
+				n = 4
+			}
+			reqs := f.requests(n, 30, 7, tc.sc)
 			hs, e := runAll(t, f, tc.cfg, reqs)
 			for i, h := range hs {
 				want := f.reference(t, reqs[i])
