@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gptlab/internal/testutil"
 	"gptlab/models"
 	"gptlab/precision"
 	"gptlab/serving"
@@ -146,7 +147,11 @@ func TestGreedyEqualsAlone(t *testing.T) {
 		{"int8 weight-only greedy", Config{BlockSize: 8, Blocks: 64, Policy: "continuous", MaxSeqs: 6, MaxTokens: 13, Chunked: true, Weights: "int8", Int8Kernel: models.Int8WeightOnly}, models.SampleConfig{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reqs := f.requests(10, 30, 7, tc.sc)
+			n := 10
+			if testutil.Trimmed() { // emulated -short: 4 requests a policy, not 10
+				n = 4
+			}
+			reqs := f.requests(n, 30, 7, tc.sc)
 			hs, e := runAll(t, f, tc.cfg, reqs)
 			p, opts := f.p, []models.ModelOption(nil)
 			if tc.cfg.Weights == "int8" {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // TestEntropyRateMatchesSample checks the exact entropy rate against two
@@ -151,6 +153,7 @@ func TestDefaultCorpus(t *testing.T) {
 // BenchmarkDefaultCorpus times making the embedded corpus, which every
 // lab does at start.
 func BenchmarkDefaultCorpus(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	b.ReportAllocs()
 	b.SetBytes(int64(DefaultCorpusSpec().Chars))
 	for b.Loop() {

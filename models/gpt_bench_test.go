@@ -3,6 +3,8 @@ package models
 import (
 	"math/rand/v2"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // randomBatch draws B*T tokens and targets from seed.
@@ -19,6 +21,7 @@ func randomBatch(cfg Config, B, T int, seed uint64) (idx, tgt []int32) {
 // BenchmarkTrainStep times one training step (forward, backward, AdamW)
 // of each preset at its batch size and full block.
 func BenchmarkTrainStep(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, name := range PresetNames() {
 		b.Run(name, func(b *testing.B) {
 			cfg, _ := Preset(name)
@@ -47,6 +50,7 @@ func BenchmarkTrainStep(b *testing.B) {
 // BenchmarkAdamW times the optimizer alone on baby's parameters: it must
 // not allocate.
 func BenchmarkAdamW(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	cfg, _ := Preset("baby")
 	p := NewParams(cfg, 1)
 	opt := NewAdamW(p, DefaultAdamW())
@@ -67,6 +71,7 @@ func BenchmarkAdamW(b *testing.B) {
 // against the KV cache or running the whole window for every character:
 // tokens per second both ways.
 func BenchmarkSample(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, name := range []string{"small", "baby"} {
 		cfg, _ := Preset(name)
 		p := NewParams(cfg, 1)

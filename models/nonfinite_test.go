@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"gptlab/internal/safetensors"
+	"gptlab/internal/testutil"
 )
 
 // TestLoadRefusesNonFinite: a parameter file or a training checkpoint with
@@ -139,6 +140,7 @@ func TestWeightFiles(t *testing.T) {
 // BenchmarkNonFiniteCheck: the check every loader runs, over the weights
 // of baby (one pass), beside the whole load of its parameter file.
 func BenchmarkNonFiniteCheck(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	cfg, _ := Preset("baby")
 	p := NewParams(cfg, 1)
 	b.Run("check", func(b *testing.B) {

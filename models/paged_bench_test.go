@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"testing"
 
+	"gptlab/internal/testutil"
 	"gptlab/precision"
 )
 
 // BenchmarkPagedDecode is one decode step of baby: B sequences each
 // decoding one token at context 32, blocks of 16. tokens/s = B / (ns/op).
 func BenchmarkPagedDecode(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	cfg, _ := Preset("baby")
 	p := NewParams(cfg, 1)
 	q, err := Quantize(p, QuantizeOptions{Scheme: precision.Int8PerChannel})

@@ -13,13 +13,21 @@ import (
 // recomputing ones plan a smaller arena.
 func TestSchedulesGiveTheSameStep(t *testing.T) {
 	for _, pol := range []string{"f32", "bf16", "fp16"} {
-		t.Run(pol, func(t *testing.T) { schedulesGiveTheSameStep(t, policy(t, pol)) })
+		t.Run(pol, func(t *testing.T) {
+			if pol != "f32" {
+				testutil.SkipEmulated(t, "the 16-bit policies run natively; emulated, f32 takes every schedule and experiments/lab's test trains bf16 checkpointed to the same losses")
+			}
+			schedulesGiveTheSameStep(t, policy(t, pol))
+		})
 	}
 }
 
 func schedulesGiveTheSameStep(t *testing.T, pol precision.Policy) {
 	cfg, _ := Preset("small")
 	cfg.Layers, cfg.Dropout = 4, 0.1
+	if testutil.Trimmed() { // emulated -short: 2 sequences, not 16 (natively the full batch)
+		cfg.Batch = 2
+	}
 	p := NewParams(cfg, 3)
 	idx, tgt := randomBatch(cfg, cfg.Batch, cfg.Block, 9)
 	ref, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithPrecision(pol))

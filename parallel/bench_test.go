@@ -6,6 +6,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"gptlab/internal/testutil"
 )
 
 // BenchmarkAllReduce times the all-reduce of two ranks in this process
@@ -14,6 +16,7 @@ import (
 //
 //	go test -run XXX -bench AllReduce ./parallel/
 func BenchmarkAllReduce(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, tr := range []string{"shm", "tcp"} {
 		for _, bytes := range []int{4 << 10, 1 << 20, 16 << 20} {
 			b.Run(fmt.Sprintf("%s/%dKiB", tr, bytes>>10), func(b *testing.B) {

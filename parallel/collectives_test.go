@@ -17,7 +17,7 @@ func TestCollectives(t *testing.T) {
 	for _, tr := range []string{"tcp", "tcp-blocking", "shm", "shm-tmpdir"} {
 		for _, p := range []int{2, 3} {
 			t.Run(fmt.Sprintf("%s/p=%d", tr, p), func(t *testing.T) {
-				if strings.HasPrefix(tr, "shm") && !shmSupported {
+				if strings.HasPrefix(tr, "shm") && !shmSupported() {
 					t.Skipf("no shared-memory transport on %s", runtime.GOOS)
 				}
 				res := runJob(t, p, "collectives", 0, "TEST_TRANSPORT="+tr, "TEST_CHUNK=65536")

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"gptlab/internal/platform"
 	"gptlab/internal/vec"
 )
 
@@ -41,13 +42,18 @@ func CheckTransport(name string) error {
 	case "", "auto", "tcp", "mpi":
 		return nil
 	case "shm":
-		if !shmSupported {
+		if !shmSupported() {
 			return fmt.Errorf("parallel: transport shm (shared memory): %w; use tcp", ErrUnsupported)
 		}
 		return nil
 	}
 	return fmt.Errorf("parallel: transport %q: want one of auto, shm, tcp, mpi", name)
 }
+
+// shmSupported says whether the shm transport is offered: built for this
+// system (not Windows) and not turned off through platform.SharedMemory,
+// the seam by which a test elsewhere takes Windows's refusal.
+func shmSupported() bool { return shmBuilt && platform.SharedMemory }
 
 // Comm is one rank's communicator: the collectives of a job.
 type Comm struct {

@@ -43,6 +43,18 @@ func wrapCommand(wrapper []string, path string, args ...string) *exec.Cmd {
 	return exec.Command(wrapper[0], append(append(wrapper[1:len(wrapper):len(wrapper)], path), args...)...)
 }
 
+// Command is exec.Command(path, args...) run through EnvExec when it is
+// set: how a program (or a test binary) starts a copy of itself so that,
+// under user-mode emulation, the copy is emulated too. The error is
+// EnvExec's command not found.
+func Command(path string, args ...string) (*exec.Cmd, error) {
+	wrapper, err := execWrapper()
+	if err != nil {
+		return nil, err
+	}
+	return wrapCommand(wrapper, path, args...), nil
+}
+
 // qemuArch is QEMU's name for this architecture (qemu-aarch64-static).
 func qemuArch() string {
 	switch runtime.GOARCH {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gptlab/internal/platform"
 )
 
 // The launcher's exit status is the job's: a worker's own status when it
@@ -114,7 +116,9 @@ func TestLaunchExec(t *testing.T) {
 }
 
 // CheckTransport refuses an unknown name, and shm exactly where the system
-// has no shared-memory transport, wrapping ErrUnsupported.
+// has no shared-memory transport, wrapping ErrUnsupported; so does Join.
+// With platform.SharedMemory off (Windows's value), this system takes the
+// same refusal; restored, it offers shm again where it is built.
 func TestCheckTransport(t *testing.T) {
 	for _, name := range []string{"", "auto", "tcp", "mpi"} {
 		if err := CheckTransport(name); err != nil {
@@ -124,16 +128,30 @@ func TestCheckTransport(t *testing.T) {
 	if err := CheckTransport("udp"); err == nil || errors.Is(err, ErrUnsupported) {
 		t.Errorf("CheckTransport(udp) = %v, want an error that is not ErrUnsupported", err)
 	}
-	err := CheckTransport("shm")
-	if shmSupported && err != nil || !shmSupported && !errors.Is(err, ErrUnsupported) {
-		t.Errorf("CheckTransport(shm) = %v on %s (shared memory supported: %v)", err, runtime.GOOS, shmSupported)
-	}
-	if !shmSupported {
-		_, err = Join(context.Background(), Env{WorldSize: 2, Master: "127.0.0.1:1"}, Options{Transport: "shm"})
-		if !errors.Is(err, ErrUnsupported) {
-			t.Errorf("Join over shm on %s = %v, want ErrUnsupported", runtime.GOOS, err)
+	check := func(when string) {
+		t.Helper()
+		err := CheckTransport("shm")
+		if shmSupported() && err != nil || !shmSupported() && !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: CheckTransport(shm) = %v on %s (shared memory supported: %v)", when, err, runtime.GOOS, shmSupported())
+		}
+		if !shmSupported() {
+			_, err = Join(context.Background(), Env{WorldSize: 2, Master: "127.0.0.1:1"}, Options{Transport: "shm"})
+			if !errors.Is(err, ErrUnsupported) {
+				t.Errorf("%s: Join over shm on %s = %v, want ErrUnsupported", when, runtime.GOOS, err)
+			}
 		}
 	}
+	check("as built")
+	if shmSupported() != (runtime.GOOS != "windows") {
+		t.Errorf("shared memory supported %v on %s", shmSupported(), runtime.GOOS)
+	}
+	saved := platform.SharedMemory
+	defer func() { platform.SharedMemory = saved }()
+	platform.SharedMemory = false
+	if shmSupported() {
+		t.Fatal("platform.SharedMemory = false leaves shm supported")
+	}
+	check("Windows's value")
 }
 
 // blame follows the verdicts to the cause: rank 0 gave up on rank 2 (not

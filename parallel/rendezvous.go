@@ -205,7 +205,7 @@ func (c *Comm) decide(env Env, hellos []helloMsg) (peersMsg, error) {
 		}
 	}
 	switch want := hellos[0].Transport; {
-	case want == "tcp", want == "auto" && (shared >= 0 || !shmSupported):
+	case want == "tcp", want == "auto" && (shared >= 0 || !shmSupported()):
 		p.Transport = "tcp"
 	case shared < 0:
 		p.Transport = "shm"

@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// shmSupported: the shared-memory transport works here.
-const shmSupported = true
+// shmBuilt: the shared-memory transport is built here (shmSupported).
+const shmBuilt = true
 
 // shmDir is where the rings' files are made (shmDirIn of /dev/shm).
 var shmDir = sync.OnceValue(func() string { return shmDirIn("/dev/shm") })

@@ -5,10 +5,10 @@ import (
 	"os"
 )
 
-// shmSupported: Windows has no shared-memory transport here (the rings
-// are files mapped with mmap); Join refuses it with ErrUnsupported and
-// "auto" picks TCP.
-const shmSupported = false
+// shmBuilt: Windows has no shared-memory transport here (the rings are
+// files mapped with mmap); Join refuses it with ErrUnsupported and "auto"
+// picks TCP.
+const shmBuilt = false
 
 // shmDir is where a ring's file would be: the temporary directory (only
 // the launcher's sweep of leftovers looks there on Windows).

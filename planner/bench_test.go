@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // scaleNs are the problem sizes of the scale benchmarks.
@@ -32,6 +34,7 @@ func benchPerBuffer(b *testing.B, f func(b *testing.B, p Problem, pl Plan)) {
 }
 
 func BenchmarkBestFit(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	benchPerBuffer(b, func(b *testing.B, p Problem, _ Plan) {
 		for b.Loop() {
 			if _, err := placeBestFit(context.Background(), p); err != nil {
@@ -42,6 +45,7 @@ func BenchmarkBestFit(b *testing.B) {
 }
 
 func BenchmarkGreedyBySize(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	benchPerBuffer(b, func(b *testing.B, p Problem, _ Plan) {
 		for b.Loop() {
 			if _, err := placeGreedyBySize(context.Background(), p); err != nil {
@@ -52,6 +56,7 @@ func BenchmarkGreedyBySize(b *testing.B) {
 }
 
 func BenchmarkVerify(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	benchPerBuffer(b, func(b *testing.B, p Problem, pl Plan) {
 		for b.Loop() {
 			if err := VerifyNoOverlap(p, pl); err != nil {
@@ -62,6 +67,7 @@ func BenchmarkVerify(b *testing.B) {
 }
 
 func BenchmarkSimulate(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	benchPerBuffer(b, func(b *testing.B, p Problem, pl Plan) {
 		for b.Loop() {
 			if err := Simulate(p, pl); err != nil {
@@ -72,6 +78,7 @@ func BenchmarkSimulate(b *testing.B) {
 }
 
 func BenchmarkLowerBound(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	benchPerBuffer(b, func(b *testing.B, p Problem, _ Plan) {
 		for b.Loop() {
 			LowerBound(p.Buffers)
@@ -97,6 +104,7 @@ func hardProblem(n int) Problem {
 // size: ns/buffer stays nearly flat for the O(n log n) methods and would
 // grow linearly with n for a quadratic one.
 func BenchmarkHard(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, n := range scaleNs[:3] {
 		hard := hardProblem(n)
 		b.Run(fmt.Sprintf("best-fit/%d", n), func(b *testing.B) {

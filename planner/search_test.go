@@ -333,6 +333,7 @@ func TestSearchMiniMallocMinimise(t *testing.T) {
 }
 
 func BenchmarkSearchMiniMalloc(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	dir := filepath.Join(testutil.Shared(b), "data", "minimalloc")
 	for _, name := range miniMallocNames {
 		p := Problem{Buffers: loadMiniMallocCSV(b, filepath.Join(dir, name+".1048576.csv")), Alignment: 1}
@@ -375,6 +376,7 @@ func FuzzSearch(f *testing.F) {
 // BenchmarkSearchMiniMallocMinimise runs Search without a capacity, with
 // the default budgets, and reports the peak reached.
 func BenchmarkSearchMiniMallocMinimise(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	dir := filepath.Join(testutil.Shared(b), "data", "minimalloc")
 	for _, name := range miniMallocNames {
 		p := Problem{Buffers: loadMiniMallocCSV(b, filepath.Join(dir, name+".1048576.csv")), Alignment: 1}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // benchSizes are the slice lengths of the conversion benchmarks: in L1, in
@@ -14,6 +16,7 @@ var benchSizes = []int{4 << 10, 64 << 10, 4 << 20}
 // with every kernel this machine runs. Bytes are those of the float32
 // input (4 a value).
 func BenchmarkEncode(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	l := archKernels()
 	for _, f := range []struct {
 		name   string
@@ -43,6 +46,7 @@ func BenchmarkEncode(b *testing.B) {
 // BenchmarkDecode times each widening conversion; bytes are those of the
 // float32 output.
 func BenchmarkDecode(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	l := archKernels()
 	for _, f := range []struct {
 		name   string
@@ -85,6 +89,7 @@ func randomNormals(n int) []float32 {
 // by 1/scale and check for Inf/NaN) and the bare check, scalar and with
 // each kernel; bytes are the gradient's.
 func BenchmarkUnscale(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	n := 1 << 20
 	g := randomNormals(n)
 	ks := append([]absKernel{{name: "go"}}, archKernels().abs...)

@@ -6,29 +6,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 )
 
-// systemCPUName reads /proc/cpuinfo.
+// systemCPUName reads /proc/cpuinfo. Under user-mode emulation that is the
+// host's (Env.Emulated says so).
 func systemCPUName() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return ""
 	}
-	return emulatedName(runtime.GOARCH, b, cpuinfoName(bytes.NewReader(b)))
-}
-
-// emulatedName marks the name of a CPU of another architecture: under
-// user-mode emulation (qemu-user), /proc/cpuinfo is the host's, an x86
-// one (its "vendor_id" lines) under an arm64 binary, and what the report
-// times is the emulator, not an arm64 CPU.
-func emulatedName(arch string, cpuinfo []byte, name string) string {
-	if arch == "amd64" || arch == "386" || !bytes.Contains(cpuinfo, []byte("\nvendor_id")) && !bytes.HasPrefix(cpuinfo, []byte("vendor_id")) {
-		return name
-	}
-	return fmt.Sprintf("%s, emulating %s (times are the emulator's)", name, arch)
+	return cpuinfoName(bytes.NewReader(b))
 }
 
 // cpuinfoName is the first "model name" of a /proc/cpuinfo (x86 and some

@@ -21,21 +21,3 @@ func TestCPUInfoName(t *testing.T) {
 		}
 	}
 }
-
-// Under user-mode emulation an arm64 binary reads the host's x86
-// /proc/cpuinfo: the name says the CPU is emulated; a native one is left
-// alone.
-func TestEmulatedName(t *testing.T) {
-	x86 := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n"
-	arm := "processor\t: 0\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n"
-	for _, tc := range []struct{ arch, cpuinfo, name, want string }{
-		{"arm64", x86, "AMD EPYC", "AMD EPYC, emulating arm64 (times are the emulator's)"},
-		{"amd64", x86, "AMD EPYC", "AMD EPYC"},
-		{"arm64", arm, "Arm Neoverse-N1", "Arm Neoverse-N1"},
-		{"arm64", "vendor_id\t: GenuineIntel\n", "Intel", "Intel, emulating arm64 (times are the emulator's)"},
-	} {
-		if got := emulatedName(tc.arch, []byte(tc.cpuinfo), tc.name); got != tc.want {
-			t.Errorf("emulatedName(%s, %.30q) = %q, want %q", tc.arch, tc.cpuinfo, got, tc.want)
-		}
-	}
-}

@@ -11,16 +11,21 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"gptlab/internal/emulated"
 )
 
 // Env describes where a report was measured.
 type Env struct {
-	Go     string `json:"go"`
-	OS     string `json:"os"`
-	Arch   string `json:"arch"`
-	CPU    string `json:"cpu"`
-	Cores  int    `json:"cores"`
-	Commit string `json:"commit"`
+	Go    string `json:"go"`
+	OS    string `json:"os"`
+	Arch  string `json:"arch"`
+	CPU   string `json:"cpu"`
+	Cores int    `json:"cores"`
+	// Emulated says the process ran under user-mode emulation (qemu-user:
+	// internal/emulated), its times the emulator's and CPU the host's.
+	Emulated bool   `json:"emulated"`
+	Commit   string `json:"commit"`
 	// Modified says whether the tree the binary was built from had
 	// uncommitted changes (Commit then ends in +dirty); null when unknown.
 	Modified *bool  `json:"modified"`
@@ -52,7 +57,17 @@ func NameKernel(component string, name func() string) {
 // summary is the environment for a text report's env line: the CPU,
 // its cores, the toolchain.
 func (e Env) summary() string {
-	return fmt.Sprintf("%s, %d cores, %s %s/%s", e.CPU, e.Cores, e.Go, e.OS, e.Arch)
+	return fmt.Sprintf("%s, %d cores, %s %s", e.CPU, e.Cores, e.Go, e.platform())
+}
+
+// platform is os/arch, and under emulation says so: "linux/arm64,
+// emulated (qemu-user)".
+func (e Env) platform() string {
+	p := e.OS + "/" + e.Arch
+	if e.Emulated {
+		p += ", " + emulated.Label
+	}
+	return p
 }
 
 // buildLine is the commit and the wall time: "commit 1a2b3c4 (modified),
@@ -84,13 +99,14 @@ func (e Env) kernelLine() string {
 // CurrentEnv reads the toolchain, processor and build commit of this process.
 func CurrentEnv() Env {
 	e := Env{
-		Go:     runtime.Version(),
-		OS:     runtime.GOOS,
-		Arch:   runtime.GOARCH,
-		CPU:    cpuName(),
-		Cores:  runtime.NumCPU(),
-		Commit: "unknown",
-		Time:   time.Now().UTC().Format(time.RFC3339),
+		Go:       runtime.Version(),
+		OS:       runtime.GOOS,
+		Arch:     runtime.GOARCH,
+		CPU:      cpuName(),
+		Cores:    runtime.NumCPU(),
+		Emulated: emulated.Is(),
+		Commit:   "unknown",
+		Time:     time.Now().UTC().Format(time.RFC3339),
 	}
 	for _, k := range kernelNamers {
 		e.Kernels.Set(k.component, k.name())

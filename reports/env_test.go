@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"gptlab/internal/emulated"
 )
 
 // The kernels a component registered reach the environment as they are
@@ -57,25 +59,56 @@ func TestEnvNamesKernels(t *testing.T) {
 
 // Every report names its platform: the environment's OS and architecture
 // are this process's, the CPU is never empty (the text's env line is
-// written only when it is set), and the text and markdown say os/arch.
+// written only when it is set), and the text, markdown, HTML and JSON say
+// os/arch and the CPU. Emulated, each says so too ("emulated (qemu-user)",
+// "emulated": true); native, none does (the negative control).
 func TestEnvNamesPlatform(t *testing.T) {
 	e := CurrentEnv()
-	if e.OS != runtime.GOOS || e.Arch != runtime.GOARCH || e.CPU == "" {
-		t.Fatalf("env os %q arch %q cpu %q; want %s, %s and a CPU name", e.OS, e.Arch, e.CPU, runtime.GOOS, runtime.GOARCH)
+	if e.OS != runtime.GOOS || e.Arch != runtime.GOARCH || e.CPU == "" || e.Emulated != emulated.Is() {
+		t.Fatalf("env os %q arch %q cpu %q emulated %v; want %s, %s, a CPU name and %v",
+			e.OS, e.Arch, e.CPU, e.Emulated, runtime.GOOS, runtime.GOARCH, emulated.Is())
 	}
-	r := New("lab", "title")
-	r.Env = e
 	platform := runtime.GOOS + "/" + runtime.GOARCH
-	var text, md bytes.Buffer
-	if err := r.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.WriteMarkdown(&md); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
-		if !strings.Contains(out, platform) || !strings.Contains(out, e.CPU) {
-			t.Errorf("the %s report does not name %s and %q:\n%s", name, platform, e.CPU, out)
+	for _, emu := range []bool{false, true} {
+		r := New("lab", "title")
+		r.Env = e
+		r.Env.Emulated = emu
+		outs := map[string]*bytes.Buffer{"text": {}, "markdown": {}, "html": {}, "json": {}}
+		for name, err := range map[string]error{
+			"text":     r.WriteText(outs["text"]),
+			"markdown": r.WriteMarkdown(outs["markdown"]),
+			"html":     r.WriteHTML(outs["html"], t.TempDir(), nil),
+			"json":     r.WriteJSON(outs["json"]),
+		} {
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		for name, b := range outs {
+			out := b.String()
+			if name == "json" {
+				var back struct {
+					Env struct {
+						OS, Arch, CPU string
+						Emulated      *bool
+					}
+				}
+				if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+					t.Fatal(err)
+				}
+				if back.Env.OS != e.OS || back.Env.Arch != e.Arch || back.Env.CPU != e.CPU ||
+					back.Env.Emulated == nil || *back.Env.Emulated != emu {
+					t.Errorf("emulated %v: the JSON's env is %+v, want os %s, arch %s, cpu %q, emulated %v",
+						emu, back.Env, e.OS, e.Arch, e.CPU, emu)
+				}
+				continue
+			}
+			if !strings.Contains(out, platform) || !strings.Contains(out, e.CPU) {
+				t.Errorf("the %s report does not name %s and %q:\n%s", name, platform, e.CPU, out)
+			}
+			if got := strings.Contains(out, emulated.Label); got != emu {
+				t.Errorf("emulated %v: the %s report names %q: %v\n%s", emu, name, emulated.Label, got, out)
+			}
 		}
 	}
 }

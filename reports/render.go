@@ -86,7 +86,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.Config.Len() > 0 {
 		fmt.Fprintf(w, "config: `%s`  \n", r.configLine())
 	}
-	fmt.Fprintf(w, "env: %s %s/%s, %s, %d cores, %s, %s", r.Env.Go, r.Env.OS, r.Env.Arch, r.Env.CPU, r.Env.Cores, r.Env.buildLine(), r.Env.Time)
+	fmt.Fprintf(w, "env: %s %s, %s, %d cores, %s, %s", r.Env.Go, r.Env.platform(), r.Env.CPU, r.Env.Cores, r.Env.buildLine(), r.Env.Time)
 	if r.Env.Kernels.Len() > 0 {
 		fmt.Fprintf(w, "; kernels: %s", r.Env.kernelLine())
 	}

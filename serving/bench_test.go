@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // benchWorkload is the benchmark's traffic: ShareGPT-like long-tailed
@@ -16,6 +18,7 @@ func benchWorkload(n int) Workload {
 // BenchmarkSimulate measures the simulator's cost per run at 10^4, 10^5
 // and 10^6 requests: linear cost means a tenfold time per tenfold size.
 func BenchmarkSimulate(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("requests=%d", n), func(b *testing.B) {
 			reqs, err := benchWorkload(n).Generate()

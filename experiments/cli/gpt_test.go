@@ -311,6 +311,12 @@ func TestGPTLabTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	plain, err := l.Run(context.Background(), smallGPT(), lab.Options{Seed: 1}) // the run without a target, once
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := plain.Metrics.Get("initial_val_loss_nats")
+	last, _ := plain.Metrics.Get("val_loss_nats")
 	for _, tc := range []struct {
 		name   string
 		target func(first, last float64) float64
@@ -322,13 +328,6 @@ func TestGPTLabTarget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := smallGPT()
-			plain, err := l.Run(context.Background(), cfg, lab.Options{Seed: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, _ := plain.Metrics.Get("initial_val_loss_nats")
-			last, _ := plain.Metrics.Get("val_loss_nats")
-			cfg = smallGPT()
 			cfg.Target = tc.target(first.(float64), last.(float64))
 			r, err := l.Run(context.Background(), cfg, lab.Options{Seed: 1})
 			if err != nil {

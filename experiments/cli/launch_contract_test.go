@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"gptlab/parallel"
 	"gptlab/reports"
 )
 
@@ -135,7 +136,10 @@ func TestLaunchFailureIsOneLine(t *testing.T) {
 // SIGINT and returns the exit status and stderr's lines after the signal.
 func signalGptlab(t *testing.T, ready *regexp.Regexp, after time.Duration, args ...string) (int, []string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd, err := parallel.Command(os.Args[0], args...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Env = append(os.Environ(), envAsMain+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -172,6 +172,7 @@ func TestSchemaRejectsBadReports(t *testing.T) {
 		{"a check's pass as text", false, func(r any) any { obj(arr(obj(r)["checks"])[0])["pass"] = "yes"; return r }, "'/checks/0/pass'"},
 		{"a check marked untimed", false, func(r any) any { obj(arr(obj(r)["checks"])[0])["timed"] = false; return r }, "'/checks/0/timed'"},
 		{"no cores", false, func(r any) any { obj(obj(r)["env"])["cores"] = json.Number("0"); return r }, "'/env/cores'"},
+		{"emulated as text", false, func(r any) any { obj(obj(r)["env"])["emulated"] = "no"; return r }, "'/env/emulated'"},
 		{"a time not RFC 3339", false, func(r any) any { obj(obj(r)["env"])["time"] = "yesterday"; return r }, "'/env/time'"},
 		{"a cell that is an object", false, func(r any) any {
 			row := arr(arr(obj(arr(obj(r)["tables"])[0])["rows"])[0])

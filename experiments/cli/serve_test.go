@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"gptlab/parallel"
 	"gptlab/reports"
 )
 
@@ -59,7 +60,10 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // port and returns its base URL, the process and the rest of its stderr.
 func startServe(t *testing.T, args ...string) (string, *exec.Cmd, <-chan []string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd, err := parallel.Command(os.Args[0], append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Env = append(os.Environ(), "GPTLAB_TEST_MAIN=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

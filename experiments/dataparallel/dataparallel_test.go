@@ -14,6 +14,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/experiments/lab/labtest"
+	"gptlab/internal/testutil"
 	"gptlab/models"
 	"gptlab/parallel"
 	"gptlab/reports"
@@ -207,6 +208,9 @@ func dpTestConfig() *dpConfig {
 	c := dpDefaults
 	c.Config, c.Steps, c.TimedSteps, c.SweepKiB = "tiny", 3, 1, []int{4}
 	c.Unequal = slices.Clone(c.Unequal)
+	if testutil.Trimmed() { // emulated -short: the all-reduce sweep to 1 MiB, not 64 MiB (natively the whole)
+		c.AllreduceKiB = []int{4, 64, 1024}
+	}
 	return &c
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 func TestPeerEnvDropsOpenBLASOverrides(t *testing.T) {
@@ -34,6 +36,7 @@ func TestRunPeerMissingScriptIsErrNoPeer(t *testing.T) {
 // overrides do not reach it, and a failing script's error carries its
 // last stderr line.
 func TestRunPeer(t *testing.T) {
+	testutil.SkipEmulated(t, "the peer is the host's Python, not emulated, and its torch import takes most of a minute there; natively the same test runs")
 	dir := t.TempDir()
 	t.Setenv("GPTLAB_PEER_DIR", dir)
 	t.Setenv("OPENBLAS_CORETYPE", "Haswell")

@@ -10,6 +10,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/experiments/lab/labtest"
+	"gptlab/internal/testutil"
 	"gptlab/models"
 	"gptlab/precision"
 	"gptlab/reports"
@@ -23,6 +24,9 @@ func TestPrecisionLab(t *testing.T) {
 	cfg := precisionDefaults
 	precisionQuick(&cfg)
 	cfg.Iters, cfg.Warmup, cfg.EvalBatches, cfg.GEMMRuns = 40, 4, 4, 1
+	if testutil.Trimmed() { // emulated -short: batches of 4 sequences, not 16, and 2 validation batches
+		cfg.Batch, cfg.EvalBatches = 4, 2
+	}
 	r, err := l.Run(context.Background(), &cfg, lab.Options{Seed: 1, Log: io.Discard})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/experiments/lab/labtest"
+	"gptlab/internal/testutil"
 	"gptlab/models"
 	"gptlab/precision"
 )
@@ -17,6 +18,7 @@ import (
 // measured: the int8 weights are the codes and scales, the perplexities
 // close.
 func TestQuickChecksHold(t *testing.T) {
+	testutil.SkipEmulated(t, "the quick lab on baby runs natively; emulated, TestLargeRowsAndBadSettings runs it end to end on tiny")
 	r, err := labtest.Run(Lab, true, "torch=false", "greedy-tokens=40")
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +62,11 @@ func TestQuickChecksHold(t *testing.T) {
 // when asked for (a small stand-in for speed), and bad settings are
 // usage errors naming the key.
 func TestLargeRowsAndBadSettings(t *testing.T) {
-	r, err := labtest.Run(Lab, true, "torch=false", "greedy-tokens=10", "iters=5", "eval-batches=1", "large=true", "large-embd=64", "large-layers=1")
+	sets := []string{"torch=false", "greedy-tokens=10", "iters=5", "eval-batches=1", "large=true", "large-embd=64", "large-layers=1"}
+	if testutil.Trimmed() { // emulated -short: the tiny model (natively baby)
+		sets = append(sets, "config=tiny")
+	}
+	r, err := labtest.Run(Lab, true, sets...)
 	if err != nil {
 		t.Fatal(err)
 	}

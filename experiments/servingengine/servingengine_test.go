@@ -6,13 +6,18 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/experiments/lab/labtest"
+	"gptlab/internal/testutil"
 )
 
 // TestLabQuick runs the lab small (no PyTorch) and holds its checks that
 // are not timings: greedy and preemption equality, invariants, blocks
 // free after every run; and the metrics the issue names are there.
 func TestLabQuick(t *testing.T) {
-	r, err := labtest.Run(Lab, true, "requests=30", "batches=1,32", "torch=0", "contexts=8", "chunks=32", "goodput-requests=40")
+	sets := []string{"requests=30", "batches=1,32", "torch=0", "contexts=8", "chunks=32", "goodput-requests=40"}
+	if testutil.Trimmed() { // emulated -short: the small model, 10 requests, 15 tokens a sequence (natively baby, 30, 63)
+		sets = append(sets, "model=small", "requests=10", "tokens=15")
+	}
+	r, err := labtest.Run(Lab, true, sets...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gptlab/internal/sgemm"
+	"gptlab/internal/testutil"
 	"gptlab/precision"
 )
 
@@ -37,6 +38,7 @@ var gptShapes = []struct {
 // GPT's shapes, beside internal/sgemm's float32 Sgemm on the same values
 // in float32 ("f32"). Threads follow GOMAXPROCS: run with -cpu 1,2.
 func BenchmarkGemm(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	defer func() { _ = SetPath(Paths()[0]) }()
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, s := range gptShapes {
@@ -76,6 +78,7 @@ func BenchmarkGemm(b *testing.B) {
 // pairs (the panels in L1) and 384 (B's panel past L1): its GFLOP/s is
 // the ceiling of the avx512bf16 path.
 func BenchmarkDotTile(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	k := dotKernel()
 	if k == nil {
 		b.Skip("no AVX512_BF16")

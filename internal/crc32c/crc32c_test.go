@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 func randomBytes(n int, seed uint64) []byte {
@@ -107,6 +109,7 @@ func TestBitFlipDetected(t *testing.T) {
 
 // BenchmarkUpdate runs every path this CPU has on 4 KiB, 64 KiB, 1 MiB.
 func BenchmarkUpdate(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	defer active.Store(first(kernels))
 	for _, n := range []int{4 << 10, 64 << 10, 1 << 20} {
 		p := randomBytes(n, 8)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // reference is y = x·Wᵀ in float64.
@@ -75,6 +77,7 @@ func TestMul(t *testing.T) {
 }
 
 func BenchmarkMul(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	if !Available() {
 		b.Skip("no AVX-512")
 	}

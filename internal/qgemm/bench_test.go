@@ -7,6 +7,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"gptlab/internal/sgemm"
+	"gptlab/internal/testutil"
 	"gptlab/precision"
 )
 
@@ -27,6 +28,7 @@ var benchShapes = []struct {
 // dynamic kernel). Everything runs on one goroutine: sgemm is held to one
 // thread, as the int8 kernels run on the caller's.
 func BenchmarkLinear(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	defer sgemm.SetThreads(sgemm.SetThreads(1))
 	for _, m := range []int{1, 64} {
 		for _, sh := range benchShapes {
@@ -59,6 +61,7 @@ func BenchmarkLinear(b *testing.B) {
 // BenchmarkQuantRow times the activation quantizer of each kernel on a
 // row of K = 512 and 2048 (the share of a dynamic call it costs).
 func BenchmarkQuantRow(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, k := range []int{512, 2048} {
 		p := newProblem(b, shape{1, 16, k}, precision.Int8PerChannel, 15)
 		dst := make([]byte, k)

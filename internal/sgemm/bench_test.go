@@ -7,6 +7,8 @@ import (
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"gptlab/internal/testutil"
 )
 
 // benchImpl is one Sgemm under benchmark; setThreads (if not nil) is told
@@ -65,6 +67,7 @@ var gptShapes = []gptShape{
 // BenchmarkSgemm times each implementation on the GPT's shapes and reports
 // GFLOP/s. Threads follow GOMAXPROCS: run with -cpu 1,2.
 func BenchmarkSgemm(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	impls := benchImpls
 	if kernels[0] != goKernel {
 		impls = append(impls[:len(impls):len(impls)], benchImpl{name: "ours-go", impl: kernelImpl{kern: goKernel}})

@@ -7,9 +7,9 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
-	"os"
-	"strings"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // fma32 is a·b + c rounded once to float32 (to nearest, ties to even), as
@@ -105,12 +105,11 @@ func TestNEONKernelBitwise(t *testing.T) {
 
 func clone(x []float32) []float32 { return append([]float32(nil), x...) }
 
-// Speed cannot be measured under user-mode emulation (qemu): the NEON
-// kernel's benchmark says so, and runs only as a check that it runs.
+// The NEON kernel's speed, in GFLOP/s. Under user-mode emulation (qemu)
+// it skips, saying so: the emulator's time says nothing of an arm64 CPU
+// (TestNEONKernelBitwise checks the kernel there).
 func BenchmarkNEONKernel(b *testing.B) {
-	if emulated() {
-		b.Log("speed not measured: this arm64 binary runs under user-mode emulation (qemu), whose timings say nothing about an arm64 CPU")
-	}
+	testutil.SkipSpeedEmulated(b)
 	const k = 256
 	a, bp, c := make([]float32, 8*k), make([]float32, 8*k), make([]float32, 64)
 	for i := range a {
@@ -120,25 +119,8 @@ func BenchmarkNEONKernel(b *testing.B) {
 	for b.Loop() {
 		kernelNEON8x8P(k, &a[0], 0, &bp[0], &c[0], 8, 1, false)
 	}
-	if !emulated() {
-		b.ReportMetric(float64(2*8*8*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	}
+	b.ReportMetric(float64(2*8*8*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	if c[0] != k {
 		b.Fatalf("C[0] = %v, want %d", c[0], k)
 	}
-}
-
-// emulated reports whether this test binary seems to run under user-mode
-// emulation: GPTLAB_LAUNCH_EXEC names qemu (as CI sets it for the arm64
-// run), or Linux's /proc/cpuinfo describes another architecture's CPU
-// (qemu-user shows the host's).
-func emulated() bool {
-	if strings.Contains(os.Getenv("GPTLAB_LAUNCH_EXEC"), "qemu") {
-		return true
-	}
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return false
-	}
-	return strings.Contains(string(b), "vendor_id") // x86's field, not arm64's
 }

@@ -1,6 +1,10 @@
 package vec
 
-import "testing"
+import (
+	"testing"
+
+	"gptlab/internal/testutil"
+)
 
 // The benchmarks run each op at the model's sizes (C = 768, T*B rows of
 // 128 or 512, 809856 parameters in the AdamW split) as two sub-benchmarks,
@@ -29,6 +33,7 @@ func benchPair(b *testing.B, bytes int64, avx2, goFn func()) {
 }
 
 func BenchmarkAdd(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	const n = 768 * 128
 	r := basicRand(1)
 	dst, x, y := make([]float32, n), basicData(r, n, false), basicData(r, n, false)
@@ -36,6 +41,7 @@ func BenchmarkAdd(b *testing.B) {
 }
 
 func BenchmarkAddRow(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	const rows, cols = 768, 512
 	r := basicRand(2)
 	dst, x, bias := make([]float32, rows*cols), basicData(r, rows*cols, false), basicData(r, cols, false)
@@ -43,6 +49,7 @@ func BenchmarkAddRow(b *testing.B) {
 }
 
 func BenchmarkAccumF64(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	const n = 768 * 512
 	r := basicRand(3)
 	acc, x := make([]float64, n), basicData(r, n, false)
@@ -50,6 +57,7 @@ func BenchmarkAccumF64(b *testing.B) {
 }
 
 func BenchmarkAdamWUpdate(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	const n = 809856
 	r := basicRand(4)
 	st := newAdamwState(r, n, false)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // geluBenchN is the elements of baby's MLP activation: 768 rows of 512.
@@ -14,6 +16,7 @@ const geluBenchN = 768 * 512
 // (reference-erf). (The scalar float64 table lookups these kernels
 // replaced in models took 5-6.6 ns per element here, the kernels 1.4-1.7.)
 func BenchmarkGELU(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	rng := rand.New(rand.NewPCG(1, 1))
 	x, dy := make([]float32, geluBenchN), make([]float32, geluBenchN)
 	for i := range x {

@@ -3,6 +3,8 @@ package vec
 import (
 	"strconv"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // This file times the LayerNorm row primitives, kernel against fallback;
@@ -19,6 +21,7 @@ func lnBenchData(rows, C int) (x, dy, w, b []float32) {
 // fallback ("go"): of one vector (8, where the call overhead shows), of
 // the model's C = 128, of an odd 513 and of a long 4096 (throughput).
 func BenchmarkNormRow(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, n := range []int{8, 128, 513, 4096} {
 		x, dy, w, bias := lnBenchData(1, n)
 		y, acc := make([]float32, n), make([]float64, n)

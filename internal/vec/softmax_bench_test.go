@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // The softmax benchmarks compare the primitives with scalar loops, as
@@ -38,6 +40,7 @@ func smBench(b *testing.B, bytes int64, names []string, fns ...func()) {
 var smNames = []string{"vec", "go", "scalar"}
 
 func BenchmarkExpSum(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, sz := range []struct {
 		name       string
 		rows, cols int
@@ -74,6 +77,7 @@ func BenchmarkExpSum(b *testing.B) {
 }
 
 func BenchmarkDot(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, n := range []int{64, 768} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			x, y := smData(2, n), smData(3, n)
@@ -97,6 +101,7 @@ func BenchmarkDot(b *testing.B) {
 }
 
 func BenchmarkMax(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, n := range []int{64, 768} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			x := smData(4, n)
@@ -120,6 +125,7 @@ func BenchmarkMax(b *testing.B) {
 }
 
 func BenchmarkScale(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	const n = 768
 	x := smData(5, n)
 	y := make([]float32, n)

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/testutil"
 	"gptlab/planner/arena"
 )
 
@@ -70,6 +71,7 @@ func babyOps() []babyOp {
 // BenchmarkOps runs every custom op at baby's shapes through gorgonia's
 // UsePreallocDo and through its arena kernel, split and serial.
 func BenchmarkOps(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, tc := range babyOps() {
 		want, err := tc.op.Do(tc.in...)
 		if err != nil {

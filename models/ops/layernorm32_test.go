@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"gptlab/internal/testutil"
 )
 
 // lnPasses are the three float32 LayerNorm passes: the vector kernels
@@ -57,6 +59,7 @@ func TestLayerNorm32MatchesReference(t *testing.T) {
 // LayerNorm input on one goroutine: the vector kernels against the scalar
 // loops they replace (compare the ratio within one run).
 func BenchmarkLayerNormKernels(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	const N, C = 768, 128
 	x, dy, w, bias := benchData(N*C), benchData(N*C + 1)[1:], benchData(C + 2)[2:], benchData(C + 3)[3:]
 	out, dw, acc := make([]float32, N*C), make([]float32, C), make([]float64, C)

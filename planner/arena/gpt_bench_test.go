@@ -6,6 +6,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"gptlab/internal/testutil"
 	"gptlab/models"
 	"gptlab/planner/arena"
 )
@@ -13,6 +14,7 @@ import (
 // BenchmarkTrainingStep compares one forward+backward pass of the GPT run
 // by gorgonia's TapeMachine with the same graph run from the arena.
 func BenchmarkTrainingStep(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
 	for _, name := range []string{"tiny", "small", "baby"} {
 		mc, err := models.Preset(name)
 		if err != nil {
