@@ -14,8 +14,10 @@ import (
 // free after every run; and the metrics the issue names are there.
 func TestLabQuick(t *testing.T) {
 	sets := []string{"requests=30", "batches=1,32", "torch=0", "contexts=8", "chunks=32", "goodput-requests=40"}
-	if testutil.Trimmed() { // emulated -short: the small model, 10 requests, 15 tokens a sequence (natively baby, 30, 63)
-		sets = append(sets, "model=small", "requests=10", "tokens=15")
+	if testutil.Trimmed() { // emulated -short: the small model, 10 requests, 15 tokens a sequence (natively baby, 30, 63);
+		// one latency run a rate, goodput runs of 12 requests at two loads (natively 3 runs a rate, 40 requests at three)
+		sets = append(sets, "model=small", "requests=10", "tokens=15", "latency-repeats=1",
+			"goodput-requests=12", "goodput-loads=0.25,0.5")
 	}
 	r, err := labtest.Run(Lab, true, sets...)
 	if err != nil {
