@@ -298,6 +298,13 @@ func minimallocDir(set string) (string, error) {
 // reuseInstances plans every CSV file in dir (MiniMalloc's format). The
 // metrics count the instances with a capacity in their name and those the
 // search fits in it.
+//
+// The fit is decided as MiniMalloc's benchmark poses it: the search is
+// given the capacity and stops at the first plan under it. The table's
+// search row minimises the peak instead, toward the lower bound, until its
+// node budget (or its wall-clock cap, on a slow or busy machine) ends it;
+// deciding the fit on that run would make the verdict depend on the
+// machine's speed.
 func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algorithm, dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.csv"))
 	if err != nil || len(files) == 0 {
@@ -308,7 +315,7 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 		reports.Text("file"), reports.Int("buffers"), reports.Text("planner"), reports.Bytes("peak"), reports.Bytes("lower bound"),
 		reports.Ratio("peak / bound"), reports.Ratio("peak / capacity"), reports.Duration("plan", time.Millisecond, 1))
 	searched, fit := 0, 0
-	var slowest time.Duration
+	var slowest instanceFit
 	var misses []string
 	for _, file := range files {
 		f, err := os.Open(file)
@@ -320,8 +327,9 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 		if err != nil {
 			return lab.Usagef("%s: %v", file, err)
 		}
+		name := filepath.Base(file)
 		p := planner.Problem{Buffers: bufs, Alignment: 1}
-		plans, err := reusePlanAll(ctx, filepath.Base(file), p, algos)
+		plans, err := reusePlanAll(ctx, name, p, algos)
 		if err != nil {
 			return err
 		}
@@ -330,19 +338,25 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 			var perCap any = "-"
 			if known {
 				perCap = lab.Ratio(pp.plan.Peak, capacity)
-				if pp.algo.Name == "search" {
-					searched++
-					slowest = max(slowest, pp.took)
-					if pp.plan.Peak <= capacity && pp.took < 10*time.Second {
-						fit++
-					} else {
-						misses = append(misses, fmt.Sprintf("%s: peak %d, capacity %d, %.0f ms",
-							filepath.Base(file), pp.plan.Peak, capacity, float64(pp.took.Milliseconds())))
-					}
-				}
 			}
-			t.Row(filepath.Base(file), len(bufs), pp.algo.Name, pp.plan.Peak, p.Bound(), lab.Ratio(pp.plan.Peak, p.Bound()),
+			t.Row(name, len(bufs), pp.algo.Name, pp.plan.Peak, p.Bound(), lab.Ratio(pp.plan.Peak, p.Bound()),
 				perCap, pp.took)
+		}
+		if !known || !slices.ContainsFunc(algos, func(a planner.Algorithm) bool { return a.Name == "search" }) {
+			continue
+		}
+		searched++
+		got, err := fitInstance(ctx, name, p, capacity)
+		if err != nil {
+			return err
+		}
+		if got.took > slowest.took {
+			slowest = got
+		}
+		if got.fits && got.took < instanceFitLimit {
+			fit++
+		} else {
+			misses = append(misses, got.String())
 		}
 	}
 	if searched == 0 {
@@ -352,14 +366,58 @@ func reuseInstances(ctx context.Context, r *reports.Report, algos []planner.Algo
 	}
 	r.Metric("minimalloc_instances", searched)
 	r.Metric("minimalloc_fit", fit)
+	const what = "search, given each instance's capacity, fits it, each in under 10 s"
 	if len(misses) == 0 {
-		r.Check("search fits every instance in its capacity, each in under 10 s", true,
-			"%d instances, the slowest in %.0f ms", searched, float64(slowest.Milliseconds()))
+		r.Check(what, true, "%d instances; the slowest: %s", searched, slowest)
 	} else {
-		r.Check("search fits every instance in its capacity, each in under 10 s", false,
-			"%d of %d did not: %s", len(misses), searched, strings.Join(misses, "; "))
+		r.Check(what, false, "%d of %d did not: %s", len(misses), searched, strings.Join(misses, "; "))
 	}
 	return nil
+}
+
+// instanceFitLimit is the time the fit check allows one instance: the
+// search's own wall-clock cap, far above the tenths of a second the
+// challenge instances take.
+const instanceFitLimit = planner.DefaultSearchDeadline
+
+// instanceFit is one instance searched with its capacity given.
+type instanceFit struct {
+	name     string
+	peak     int64 // the plan's peak; 0 if none fit
+	capacity int64
+	nodes    int64
+	fits     bool
+	took     time.Duration
+}
+
+func (f instanceFit) String() string {
+	if !f.fits {
+		return fmt.Sprintf("%s: no plan under %d after %d nodes, %.0f ms", f.name, f.capacity, f.nodes, float64(f.took.Milliseconds()))
+	}
+	return fmt.Sprintf("%s: peak %d of %d after %d nodes, %.0f ms", f.name, f.peak, f.capacity, f.nodes, float64(f.took.Milliseconds()))
+}
+
+// fitInstance searches p for a plan within capacity and verifies the plan
+// it finds. Only a plan that fails verification is an error; none found is
+// a miss.
+func fitInstance(ctx context.Context, name string, p planner.Problem, capacity int64) (instanceFit, error) {
+	var st planner.SearchStats
+	t0 := time.Now()
+	pl, err := planner.Search(ctx, p, planner.SearchOptions{Capacity: capacity, Stats: &st})
+	got := instanceFit{name: name, capacity: capacity, nodes: st.Nodes, took: time.Since(t0)}
+	switch {
+	case ctx.Err() != nil:
+		return got, ctx.Err()
+	case errors.Is(err, planner.ErrNoFit):
+		return got, nil
+	case err != nil:
+		return got, fmt.Errorf("%s: search with capacity %d: %w", name, capacity, err)
+	}
+	if err := planner.Check(p, pl); err != nil {
+		return got, fmt.Errorf("%s: search with capacity %d: plan fails verification: %w", name, capacity, err)
+	}
+	got.peak, got.fits = pl.Peak, pl.Peak <= capacity
+	return got, nil
 }
 
 // reuseScale times the O(n log n) planner and both verifiers, and TFLite's

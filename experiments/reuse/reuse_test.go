@@ -170,7 +170,7 @@ func TestReuseLabFindsMiniMalloc(t *testing.T) {
 			}
 			found := false
 			for _, c := range r.Checks {
-				if strings.HasPrefix(c.Name, "search fits every instance") {
+				if strings.HasPrefix(c.Name, "search, given each instance's capacity") {
 					found = true
 					if c.Pass != tc.pass {
 						t.Errorf("check %q pass %v, want %v: %s", c.Name, c.Pass, tc.pass, c.Detail)
