@@ -152,7 +152,9 @@ func runCheckpoint(ctx context.Context, cfg *checkpointConfig, opt lab.Options) 
 		"temporaries); parameters, AdamW's moments, tokens and dropout masks are the caller's and not counted. " +
 		"Recompute is the forward work run again, in FLOPs (2mnk per matrix product, one per element " +
 		"otherwise), as a share of one forward. Step times are wall-clock medians; the schedules run interleaved, " +
-		"a round each in turn, and ms ÷ none is the median over the rounds of the step's time over none's in the same round.")
+		"a round each in turn, and ms ÷ none is the median over the rounds of the step's time over none's in the same round; " +
+		"on a row with a target it is the median of that target's own rounds, each the ratio of the fastest of three " +
+		"alternating steps, run with only the two models compared alive.")
 	for _, t := range targets {
 		r.Note("%s", t)
 	}
@@ -324,25 +326,41 @@ func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, 
 			paired[k] = t / ref.times[k]
 		}
 		slow, _ := medianSpread(paired)
-		var timing *reports.Timing
-		for _, tg := range timed {
-			if tg.policy == names[i] {
-				tm, err := tg.sample(ctx, paired, ref.m, r.m, idx, tgt)
-				if err != nil {
-					return nil, err
-				}
-				timing = &tm
-				// The row shows the ratio its check decided on, over all
-				// the rounds it sampled, not over the first few alone.
-				slow = tm.Median
-			}
-		}
-		rows = append(rows, ckRow{timing: timing,
+		rows = append(rows, ckRow{
 			name: names[i], peak: r.m.Arena().Stats().ArenaBytes, kept: r.m.KeptBytes(),
 			recompute: again / fwd0, ms: ms, spread: spread, slow: slow,
 			bitwise: r.loss == ref.loss && sameGrads(r.grads, ref.grads) && sameGrads(r.stateful, ref.stateful),
 			rng:     slices.Equal(r.stream, ref.stream),
 		})
+	}
+	if len(timed) == 0 {
+		return rows, nil
+	}
+	// A target's check is decided on rounds of its own, with only the two
+	// models it compares alive: the other schedules' arenas, hundreds of
+	// MiB each on the long shapes, made every step slower and its time
+	// spread wider while they stayed resident beside them.
+	for i := 1; i < len(runs); i++ {
+		if !slices.ContainsFunc(timed, func(tg ckTarget) bool { return tg.policy == names[i] }) {
+			runs[i].m.Close()
+			runs[i] = nil
+		}
+	}
+	for i, r := range runs {
+		if r == nil || i == 0 {
+			continue
+		}
+		for _, tg := range timed {
+			if tg.policy != names[i] {
+				continue
+			}
+			tm, err := tg.sample(ctx, ref.m, r.m, idx, tgt)
+			if err != nil {
+				return nil, err
+			}
+			// The row shows the ratio its check decided on.
+			rows[i].timing, rows[i].slow = &tm, tm.Median
+		}
 	}
 	return rows, nil
 }

@@ -217,7 +217,7 @@ type ckTarget struct {
 var ckTargets = []ckTarget{{"deep", "sqrt", 2.5, 1.4}, {"long", "selective", 1.5, 1.1}}
 
 // ckTimedBudget is the wall time a target's step-time ratio may take in
-// rounds past the lab's own, to decide.
+// rounds past its first ten, to decide.
 const ckTimedBudget = 30 * time.Second
 
 // timedTargets are the targets set for a shape.
@@ -231,15 +231,16 @@ func timedTargets(shape string) []ckTarget {
 	return out
 }
 
-// sample decides the step-time ratio of policy's model over none's from
-// the rounds measured (have), stepping both for more. A round steps the
+// sample decides the step-time ratio of policy's model over none's on
+// rounds of its own (lab.RatioTarget: ten, then more until the interval
+// leaves the target or the budget is spent). A round steps the
 // two alternately ckRoundPairs times and takes the ratio of their fastest
 // steps: a neighbour's load only ever adds time, so a step's minimum over
 // a few tries is its cost with the least of that noise, where a single
 // pair's ratio carries a burst that hit one side whole.
-func (tg ckTarget) sample(ctx context.Context, have []float64, none, policy *models.Model, idx, tgt []int32) (reports.Timing, error) {
+func (tg ckTarget) sample(ctx context.Context, none, policy *models.Model, idx, tgt []int32) (reports.Timing, error) {
 	rt := lab.RatioTarget{Target: tg.slow, Budget: ckTimedBudget}
-	return rt.Sample(ctx, have, func() (float64, error) {
+	return rt.Sample(ctx, nil, func() (float64, error) {
 		best := [2]time.Duration{math.MaxInt64, math.MaxInt64}
 		for range ckRoundPairs {
 			for i, m := range []*models.Model{none, policy} {
