@@ -338,8 +338,8 @@ func runSchedules(ctx context.Context, mc models.Config, p *models.Params, idx, 
 	}
 	// A target's check is decided on rounds of its own, with only the two
 	// models it compares alive: the other schedules' arenas, hundreds of
-	// MiB each on the long shapes, made every step slower and its time
-	// spread wider while they stayed resident beside them.
+	// MiB each on the long shapes, are closed first, so that the rounds
+	// measure the two steps and not the memory of the others beside them.
 	for i := 1; i < len(runs); i++ {
 		if !slices.ContainsFunc(timed, func(tg ckTarget) bool { return tg.policy == names[i] }) {
 			runs[i].m.Close()
