@@ -67,22 +67,22 @@ func (n *builder) attention(h *G.Node, l int) *G.Node {
 	return n.dropout(y, l, SiteAttnResid)                                     // (B*T, C)
 }
 
-// attnCore is the middle of one attention: the (B*H, T, T) scores q·kᵀ
-// of the causal pairs, their softmax scaled by 1/√hs, and that after
+// attnCore is the middle of one attention: the (B*H, T, T) softmax of
+// the scores q·kᵀ/√hs of the causal pairs (one fused op), and that after
 // dropout. The hooks see it whole (core): Megatron's selective
 // recomputation drops it and rebuilds it from q and k for the backward.
 type attnCore struct {
-	layer                  int
-	q, k                   *G.Node
-	scores, probs, dropped *G.Node // dropped is probs without dropout
-	mask                   *G.Node // nil without dropout
+	layer          int
+	q, k           *G.Node
+	probs, dropped *G.Node // dropped is probs without dropout
+	mask           *G.Node // nil without dropout
 }
 
 // attnCore builds the core of layer l's attention on q and k (B*H, T, hs)
 // and returns its output, the dropped probabilities (B*H, T, T).
 func (n *builder) attnCore(q, k *G.Node, l int) *G.Node {
 	c := attnCore{layer: l, q: q, k: k}
-	c.scores, c.probs = n.causalSoftmax(q, k)               // (B*H, T, T)
+	c.probs = n.causalSoftmax(q, k)                         // (B*H, T, T)
 	c.dropped, c.mask = n.dropoutMask(c.probs, l, SiteAttn) // (B*H, T, T)
 	for _, h := range n.hooks {
 		h.core(c)
@@ -91,12 +91,11 @@ func (n *builder) attnCore(q, k *G.Node, l int) *G.Node {
 }
 
 // causalSoftmax is softmax(q·kᵀ/√hs) over the causal pairs (each query
-// and the keys at or before it), and the scores q·kᵀ it is of.
-func (n *builder) causalSoftmax(q, k *G.Node) (scores, probs *G.Node) {
+// and the keys at or before it), in one op (ops.CausalProbs): the scores
+// q·kᵀ are never a tensor of their own.
+func (n *builder) causalSoftmax(q, k *G.Node) *G.Node {
 	scale := 1 / math.Sqrt(float64(n.cfg.HeadSize()))
-	scores = n.do(func() (*G.Node, error) { return ops.CausalScores(q, k) })          // (B*H, T, T), zero above the diagonal
-	probs = n.do(func() (*G.Node, error) { return ops.CausalSoftmax(scores, scale) }) // (B*H, T, T)
-	return scores, probs
+	return n.do(func() (*G.Node, error) { return ops.CausalProbs(q, k, scale) }) // (B*H, T, T)
 }
 
 // mlp is the 4x feed-forward of layer l: c_fc, exact GELU, c_proj.

@@ -21,7 +21,7 @@ import (
 // segments (Chain): the forward of segment Seg (its first run, or a
 // recomputation) or its backward. A Selective forward of an attention
 // half keeps all but its core: the backward that reads it recomputes the
-// (B*H, T, T) scores, probabilities and dropout output from q and k
+// (B*H, T, T) probabilities and dropout output from q and k
 // (Megatron's selective recomputation), and the forward's own die as
 // soon as the forward is past them.
 type Pass struct {
@@ -315,7 +315,7 @@ func (n *builder) scheduled(s StepSchedule, log *passLog, idx, pos, tgt, dloss *
 			latest[pass.Seg] = &c
 			rec.out = c.out
 			for _, core := range c.cores {
-				rec.core = append(rec.core, core.scores, core.probs)
+				rec.core = append(rec.core, core.probs)
 				if core.dropped != core.probs {
 					rec.core = append(rec.core, core.dropped)
 				}
@@ -399,8 +399,8 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 					return nil, err
 				}
 				rc := attnCore{layer: c.layer, q: q, k: k, mask: c.mask}
-				first := len(n.g.AllNodes())                // what the recomputation runs, past its views of q and k
-				rc.scores, rc.probs = n.causalSoftmax(q, k) // (B*H, T, T)
+				first := len(n.g.AllNodes())     // what the recomputation runs, past its views of q and k
+				rc.probs = n.causalSoftmax(q, k) // (B*H, T, T)
 				rc.dropped = rc.probs
 				if rc.mask != nil { // the first forward's mask
 					rc.dropped = n.do(func() (*G.Node, error) { return arena.Masked(rc.probs, rc.mask) }) // (B*H, T, T)

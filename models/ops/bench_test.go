@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/sgemm"
 	"gptlab/internal/testutil"
 	"gptlab/planner/arena"
 )
@@ -111,4 +112,46 @@ func BenchmarkOps(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkCausalProbs times the fused scores-and-softmax of the
+// checkpoint lab's long shape (B·H = 48, T = 256, hs = 32) against the two
+// ops it replaces, run back to back on gptlab's sgemm.
+func BenchmarkCausalProbs(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
+	prev := tensor.WhichBLAS()
+	sgemm.Use()
+	defer G.Use(prev)
+	const N, T, d, scale = 48, 256, 32, 0.17677669529663687
+	qs, ts := tensor.Shape{N, T, d}, tensor.Shape{N, T, T}
+	buf := func(s tensor.Shape, data []float32) arena.Buf {
+		if data == nil {
+			data = make([]float32, s.TotalSize())
+		}
+		return arena.Buf{Dtype: arena.F32, F32: data, Shape: s}
+	}
+	in := []arena.Buf{buf(qs, benchData(N*T*d)), buf(qs, benchData(N*T*d))}
+	s, p := buf(ts, nil), buf(ts, nil)
+	bind := func(op binder, out arena.Buf, in []arena.Buf) func() {
+		run, err := op.bind(out, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return run
+	}
+	scores, softmax := bind(causalOp{kind: causalScores}, s, in), bind(causalSoftmaxOp{scale: scale}, p, []arena.Buf{s})
+	fused := bind(causalOp{kind: causalProbs, scale: scale}, p, in)
+	b.Run("scores+softmax", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			scores()
+			softmax()
+		}
+	})
+	b.Run("fused", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fused()
+		}
+	})
 }

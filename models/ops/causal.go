@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"hash"
+	"math"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
@@ -23,7 +24,15 @@ import (
 //	CausalApply(l, m)   = l·m with l lower triangular:                 (N, T, T), (N, T, d) -> (N, T, d)
 //	causalApplyT(l, m)  = lᵀ·m with l lower triangular:                (N, T, T), (N, T, d) -> (N, T, d)
 //
-// about half the work of the full products (and of arena.MatMul). Their
+// about half the work of the full products (and of arena.MatMul).
+//
+//	CausalProbs(q, k)   = CausalSoftmax(CausalScores(q, k)), fused:    (N, T, d), (N, T, d) -> (N, T, T)
+//
+// computes each block of scores and its rows' softmax while the block is
+// still in cache, never writing the whole (N, T, T) scores to memory and
+// reading them back: the same bits as the two ops (the same products by
+// the same blocks, then the same row softmax), a third less time on the
+// long shape's attention. Their
 // gradients are each other: for s = CausalScores(q, k), dq = CausalApply(ds,
 // k) and dk = causalApplyT(ds, q) (ds is lower triangular too); for y =
 // CausalApply(p, v), dp = CausalScores(dy, v) (only its lower triangle is
@@ -33,6 +42,17 @@ const causalRows = 64
 // CausalScores is a·bᵀ on and below the diagonal of each (T, T) item.
 func CausalScores(a, b *G.Node) (*G.Node, error) {
 	return G.ApplyOp(causalOp{kind: causalScores}, a, b)
+}
+
+// CausalProbs is CausalSoftmax(CausalScores(q, k), scale), fused (see
+// causalRows); scale must be positive. Its gradient is that of the two
+// ops: ds = CausalSoftmaxGrad(p, dp), then dq = CausalApply(ds, k) and
+// dk = causalApplyT(ds, q).
+func CausalProbs(q, k *G.Node, scale float64) (*G.Node, error) {
+	if !(scale > 0) || math.IsInf(scale, 1) {
+		return nil, fmt.Errorf("CausalProbs: scale %v, want a positive finite number", scale)
+	}
+	return G.ApplyOp(causalOp{kind: causalProbs, scale: scale}, q, k)
 }
 
 // CausalApply is l·m for lower-triangular items l. Its gradient with
@@ -46,11 +66,16 @@ const (
 	causalScores causalKind = iota
 	causalApply
 	causalApplyT
+	causalProbs // causalScores, then the causal softmax of scale times each row
 )
+
+// scores reports whether the op's output is (N, T, T) from a·bᵀ.
+func (k causalKind) scores() bool { return k == causalScores || k == causalProbs }
 
 type causalOp struct {
 	opBase
-	kind causalKind
+	kind  causalKind
+	scale float64 // causalProbs: the softmax's scale
 }
 
 func (op causalOp) Arity() int { return 2 }
@@ -64,7 +89,7 @@ func (op causalOp) check(in []tensor.Shape) (tensor.Shape, error) {
 	if x.Dims() != 3 || y.Dims() != 3 || x[0] != y[0] || x[1] != y[1] {
 		return nil, fmt.Errorf("%v: shapes %v and %v, want (N, T, ·) and (N, T, ·)", op, x, y)
 	}
-	if op.kind == causalScores {
+	if op.kind.scores() {
 		if x[2] != y[2] {
 			return nil, fmt.Errorf("%v: shapes %v and %v, want (N, T, d) twice", op, x, y)
 		}
@@ -126,7 +151,7 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		for r0 := 0; r0 < T; r0 += causalRows {
 			r1 := min(r0+causalRows, T)
 			w := r1 - r0
-			if op.kind != causalScores {
+			if !op.kind.scores() {
 				for i := range w { // the diagonal block of l, lower triangle only
 					row := tri[i*w : (i+1)*w]
 					copy(row[:i+1], a[(r0+i)*T+r0:(r0+i)*T+r0+i+1])
@@ -139,6 +164,12 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, dd, 1, a[r0*dd:], dd, b, dd, 0, c[r0*T:], T)
 				for i := r0; i < r1; i++ {
 					clear(c[i*T+i+1 : (i+1)*T])
+				}
+			case causalProbs: // the same rows of scores, then each row's softmax while the block is in cache
+				dd := in[0].Shape[2]
+				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, dd, 1, a[r0*dd:], dd, b, dd, 0, c[r0*T:], T)
+				for i := r0; i < r1; i++ {
+					softmaxPrefix32(c[i*T:(i+1)*T], c[i*T:(i+1)*T], i+1, float32(op.scale))
 				}
 			case causalApply: // rows r0..r1 of l·m: l's columns before r0, then its diagonal block
 				beta := float32(0)
@@ -171,7 +202,7 @@ func (op causalOp) reference(z, x, y []float64, out, xs tensor.Shape) {
 			for j := 0; j < cols; j++ {
 				s := 0.0
 				switch op.kind {
-				case causalScores:
+				case causalScores, causalProbs:
 					if j > i {
 						break
 					}
@@ -192,11 +223,17 @@ func (op causalOp) reference(z, x, y []float64, out, xs tensor.Shape) {
 			}
 		}
 	}
+	if op.kind == causalProbs {
+		causalSoftmaxForward(z, z, T, 0, op.scale)
+	}
 }
 
 func (op causalOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalOp) Hashcode() uint32      { return hashOf(op) }
 func (op causalOp) String() string {
+	if op.kind == causalProbs {
+		return fmt.Sprintf("CausalProbs{%v}", op.scale)
+	}
 	return [...]string{"CausalScores", "CausalApply", "CausalApplyT"}[op.kind]
 }
 func (op causalOp) DiffWRT(n int) []bool {
@@ -209,6 +246,12 @@ func (op causalOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	var d0, d1 *G.Node
 	var err error
 	switch op.kind {
+	case causalProbs: // through the softmax's gradient, then as causalScores
+		ds, err := G.ApplyOp(causalSoftmaxOp{scale: op.scale, grad: true}, out, grad)
+		if err != nil {
+			return nil, err
+		}
+		return causalOp{kind: causalScores}.SymDiff(in, nil, ds)
 	case causalScores:
 		if d0, err = apply(causalApply, grad, in[1]); err == nil {
 			d1, err = apply(causalApplyT, grad, in[0])
@@ -234,7 +277,7 @@ type FlopCounter interface {
 // below the diagonal that the kernel computes: about half a full product.
 func (op causalOp) Flops(in []tensor.Shape) float64 {
 	N, T, d := in[1][0], in[1][1], in[1][2]
-	if op.kind == causalScores {
+	if op.kind.scores() {
 		d = in[0][2]
 	}
 	work := 0.0
@@ -246,5 +289,9 @@ func (op causalOp) Flops(in []tensor.Shape) float64 {
 			work += float64((r1 - r0) * r1)
 		}
 	}
-	return 2 * float64(N) * work * float64(d)
+	f := 2 * float64(N) * work * float64(d)
+	if op.kind == causalProbs {
+		f += float64(N * T * T) // the softmax: one per element, as for CausalSoftmax
+	}
+	return f
 }

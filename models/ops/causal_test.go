@@ -3,6 +3,7 @@ package ops
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -16,11 +17,11 @@ import (
 func TestCausalKernelsMatchReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, T := range []int{1, 7, causalRows, causalRows + 1, 2*causalRows + 5} {
-		for _, kind := range []causalKind{causalScores, causalApply, causalApplyT} {
-			op := causalOp{kind: kind}
+		for _, kind := range []causalKind{causalScores, causalApply, causalApplyT, causalProbs} {
+			op := causalOp{kind: kind, scale: 0.4}
 			const N, d = 3, 6
 			xs := tensor.Shape{N, T, d}
-			if kind != causalScores {
+			if !kind.scores() {
 				xs = tensor.Shape{N, T, T}
 			}
 			ys := tensor.Shape{N, T, d}
@@ -54,4 +55,60 @@ func TestCausalKernelsMatchReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCausalProbsIsScoresThenSoftmax: the fused op gives the bits of
+// CausalScores followed by CausalSoftmax, run as two kernels, over T
+// spanning partial blocks; the output buffer's previous
+// contents (NaN) never leak. A scale one float32 ulp off differs (the control).
+func TestCausalProbsIsScoresThenSoftmax(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const scale = 0.17677669529663687
+	for _, T := range []int{1, 5, causalRows - 1, causalRows, 3*causalRows + 7} {
+		const N, d = 9, 32
+		qs, ts := tensor.Shape{N, T, d}, tensor.Shape{N, T, T}
+		q, k := make([]float32, qs.TotalSize()), make([]float32, qs.TotalSize())
+		for i := range q {
+			q[i], k[i] = float32(3*r.NormFloat64()), float32(3*r.NormFloat64())
+		}
+		in := []arena.Buf{{Dtype: arena.F32, F32: q, Shape: qs}, {Dtype: arena.F32, F32: k, Shape: qs}}
+		buf := func() arena.Buf {
+			b := arena.Buf{Dtype: arena.F32, F32: make([]float32, ts.TotalSize()), Shape: ts}
+			for i := range b.F32 {
+				b.F32[i] = float32(math.NaN())
+			}
+			return b
+		}
+		s, want := buf(), buf()
+		run := func(op binder, out arena.Buf, in []arena.Buf) {
+			t.Helper()
+			f, err := op.bind(out, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f()
+		}
+		run(causalOp{kind: causalScores}, s, in)
+		run(causalSoftmaxOp{scale: scale}, want, []arena.Buf{s})
+		for _, tc := range []struct {
+			name  string
+			scale float64
+			same  bool
+		}{{"fused", scale, true}, {"scale one float32 ulp off", float64(math.Nextafter32(scale, 1)), false}} {
+			got := buf()
+			run(causalOp{kind: causalProbs, scale: tc.scale}, got, in)
+			if same := slices.Equal(math32bits(got.F32), math32bits(want.F32)); same != tc.same && T > 1 { // one key: p = 1 at any scale
+				t.Errorf("T=%d %s: bitwise equal to scores then softmax: %v, want %v", T, tc.name, same, tc.same)
+			}
+		}
+	}
+}
+
+// math32bits is the bits of each element (NaNs compare equal by bits).
+func math32bits(x []float32) []uint32 {
+	b := make([]uint32, len(x))
+	for i, v := range x {
+		b[i] = math.Float32bits(v)
+	}
+	return b
 }

@@ -7,6 +7,7 @@
 //	SplitHeads, MergeHeads       (B*T, C) <-> (B*H, T, hs), each the other's gradient
 //	CausalScores, CausalApply    attention's products over the lower triangle only
 //	CausalSoftmax                mask, scale and softmax fused; gradient: CausalSoftmaxGrad
+//	CausalProbs                  CausalScores then CausalSoftmax in one pass, block by block (the GPT's)
 //	CrossEntropy                 log-softmax and NLL fused, mean over the rows; gradient: CrossEntropyGrad
 //	Gemm16                       a matrix product of bfloat16-rounded operands (internal/bf16gemm)
 //	CachedAttention              append to a caller's KV storage and attend over it (forward only)
