@@ -10,6 +10,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"gptlab/internal/par"
+	"gptlab/models/ops"
 	"gptlab/planner/arena"
 )
 
@@ -54,3 +56,47 @@ type maskList struct {
 }
 
 func (l *maskList) mask(mk maskInput) { l.all = append(l.all, mk) }
+
+// maskBlock is elements lo..hi of mask mk of a maskFill.
+type maskBlock struct{ mk, lo, hi int }
+
+// maskBlockLen is the elements of one block of a maskFill: small enough
+// that the largest mask splits across the pool, large enough that a block
+// costs far more than claiming it.
+const maskBlockLen = 1 << 14
+
+// maskFill fills a graph's stateless dropout masks for one run across the
+// par pool: each mask is cut into blocks, each block filled by
+// ops.DropoutMaskAt from its own offset, so the masks are exactly
+// ops.DropoutMask's whoever fills which block. Bound once; a run
+// allocates nothing.
+type maskFill struct {
+	masks  []maskInput
+	blocks []maskBlock
+	split  *par.Split
+	// the run's mask arguments, set by fill before the split runs
+	p          float64
+	seed, step int64
+}
+
+func newMaskFill(masks []maskInput) *maskFill {
+	f := &maskFill{masks: masks}
+	for i, mk := range masks {
+		for lo := 0; lo < len(mk.data); lo += maskBlockLen {
+			f.blocks = append(f.blocks, maskBlock{mk: i, lo: lo, hi: min(lo+maskBlockLen, len(mk.data))})
+		}
+	}
+	f.split = par.New(len(f.blocks), maskBlockLen, func(lo, hi int) {
+		for _, b := range f.blocks[lo:hi] {
+			mk := f.masks[b.mk]
+			ops.DropoutMaskAt(mk.data[b.lo:b.hi], f.p, f.seed, f.step, mk.layer, mk.site, b.lo)
+		}
+	})
+	return f
+}
+
+// fill fills every mask for (p, seed, step).
+func (f *maskFill) fill(p float64, seed, step int64) {
+	f.p, f.seed, f.step = p, seed, step
+	f.split.Run()
+}

@@ -40,6 +40,7 @@ type Model struct {
 	joined       [][]float32 // gradient buffers of split parameters
 
 	masks    []maskInput // every dropout mask input, filled by Feed
+	maskFill *maskFill   // the stateless masks' filler, made at the first Feed
 	mp       *mixed      // the 16-bit policy's pass (mixed.go), or nil
 	passes   []passRec   // a scheduled step's passes, as built (recompute.go)
 	rngOpts  RNGOptions
@@ -286,9 +287,10 @@ func (m *Model) Feed(idx, targets []int32) error {
 		m.fillStateful()
 		return nil
 	}
-	for _, mk := range m.masks {
-		ops.DropoutMask(mk.data, m.cfg.Dropout, m.dropSeed, m.dropStep, mk.layer, mk.site)
+	if m.maskFill == nil {
+		m.maskFill = newMaskFill(m.masks)
 	}
+	m.maskFill.fill(m.cfg.Dropout, m.dropSeed, m.dropStep)
 	return nil
 }
 

@@ -84,6 +84,7 @@ type unitGraph struct {
 	names         []string  // training: the segment's parameters
 	grads         []G.Nodes // training: their gradient parts
 	masks         []maskInput
+	maskFill      *maskFill // the masks' filler, made at the first run
 }
 
 // NewUnit builds and compiles segment seg of the GPT for batches (B, T)
@@ -227,9 +228,10 @@ func (u *Unit) run(gr *unitGraph, x, dy []float32) error {
 		}
 		copy(c.dst, c.src)
 	}
-	for _, mk := range gr.masks {
-		ops.DropoutMask(mk.data, u.cfg.Dropout, u.dropSeed, u.dropStep, mk.layer, mk.site)
+	if gr.maskFill == nil {
+		gr.maskFill = newMaskFill(gr.masks)
 	}
+	gr.maskFill.fill(u.cfg.Dropout, u.dropSeed, u.dropStep)
 	if err := gr.exec.run(); err != nil {
 		return fmt.Errorf("%v: %w", u.Seg, err)
 	}

@@ -33,15 +33,23 @@ func dropoutKey(seed, step int64, layer, site int) uint64 {
 // mask's place in the model (the caller's numbering; site below 256). The
 // same arguments always give the same mask. p = 0 gives all ones.
 func DropoutMask(dst []float32, p float64, seed, step int64, layer, site int) {
+	DropoutMaskAt(dst, p, seed, step, layer, site, 0)
+}
+
+// DropoutMaskAt fills dst with elements first, first+1, … of the mask
+// DropoutMask makes: a mask filled in pieces, by any goroutines, is the
+// same mask.
+func DropoutMaskAt(dst []float32, p float64, seed, step int64, layer, site, first int) {
 	keep := float32(1 / (1 - p))
 	// drop when the top 24 bits, as a fraction of 2^24, fall below p.
 	thresh := uint64(p * (1 << 24))
-	k := dropoutKey(seed, step, layer, site)
+	k := dropoutKey(seed, step, layer, site) + uint64(first)*golden64
 	for i := range dst {
-		if mix64(k+uint64(i)*golden64)>>40 < thresh {
-			dst[i] = 0
-		} else {
-			dst[i] = keep
+		v := keep
+		if mix64(k)>>40 < thresh {
+			v = 0
 		}
+		dst[i] = v
+		k += golden64
 	}
 }

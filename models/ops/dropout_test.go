@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"gptlab/internal/testutil"
@@ -50,6 +51,29 @@ func TestDropoutMask(t *testing.T) {
 	for _, v := range ones {
 		if v != 1 {
 			t.Fatalf("p = 0 mask holds %v, want all ones", v)
+		}
+	}
+}
+
+// TestDropoutMaskAtPieces: a mask filled in pieces from their offsets is
+// the whole mask, bit for bit; pieces filled from offset 0 each are not
+// (the control).
+func TestDropoutMaskAtPieces(t *testing.T) {
+	const n = 10007
+	want := make([]float32, n)
+	DropoutMask(want, 0.3, 7, 8, 2, 1)
+	for _, cuts := range [][]int{{0, n}, {0, 1, n}, {0, 4096, 8192, n}, {0, 17, 5000, 5001, n}} {
+		got, wrong := make([]float32, n), make([]float32, n)
+		for i := range cuts[1:] {
+			lo, hi := cuts[i], cuts[i+1]
+			DropoutMaskAt(got[lo:hi], 0.3, 7, 8, 2, 1, lo)
+			DropoutMaskAt(wrong[lo:hi], 0.3, 7, 8, 2, 1, 0)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("cuts %v: the pieces differ from the whole mask", cuts)
+		}
+		if len(cuts) > 2 && slices.Equal(wrong, want) {
+			t.Errorf("cuts %v: pieces all from offset 0 equal the whole mask", cuts)
 		}
 	}
 }
