@@ -57,8 +57,9 @@ type maskList struct {
 
 func (l *maskList) mask(mk maskInput) { l.all = append(l.all, mk) }
 
-// maskBlock is elements lo..hi of mask mk of a maskFill.
-type maskBlock struct{ mk, lo, hi int }
+// maskBlock is elements lo..hi of mask mk of a maskFill; src ≥ 0 is an
+// earlier mask of the same (layer, site) that the block is copied from.
+type maskBlock struct{ mk, src, lo, hi int }
 
 // maskBlockLen is the elements of one block of a maskFill: small enough
 // that the largest mask splits across the pool, large enough that a block
@@ -68,28 +69,45 @@ const maskBlockLen = 1 << 14
 // maskFill fills a graph's stateless dropout masks for one run across the
 // par pool: each mask is cut into blocks, each block filled by
 // ops.DropoutMaskAt from its own offset, so the masks are exactly
-// ops.DropoutMask's whoever fills which block. Bound once; a run
-// allocates nothing.
+// ops.DropoutMask's whoever fills which block. A recomputation's mask
+// (the same layer and site as a mask before it, so the same mask) is
+// copied from that one once it is filled, not drawn again. Bound once; a
+// run allocates nothing.
 type maskFill struct {
-	masks  []maskInput
-	blocks []maskBlock
-	split  *par.Split
-	// the run's mask arguments, set by fill before the split runs
+	masks       []maskInput
+	draw, copy  []maskBlock
+	drawn, dups *par.Split
+	// the run's mask arguments, set by fill before the splits run
 	p          float64
 	seed, step int64
 }
 
 func newMaskFill(masks []maskInput) *maskFill {
 	f := &maskFill{masks: masks}
+	first := map[[2]int]int{} // (layer, site) -> its first mask
 	for i, mk := range masks {
+		src, seen := first[[2]int{mk.layer, mk.site}]
+		if !seen || len(masks[src].data) != len(mk.data) {
+			first[[2]int{mk.layer, mk.site}], src = i, -1
+		}
 		for lo := 0; lo < len(mk.data); lo += maskBlockLen {
-			f.blocks = append(f.blocks, maskBlock{mk: i, lo: lo, hi: min(lo+maskBlockLen, len(mk.data))})
+			b := maskBlock{mk: i, src: src, lo: lo, hi: min(lo+maskBlockLen, len(mk.data))}
+			if src < 0 {
+				f.draw = append(f.draw, b)
+			} else {
+				f.copy = append(f.copy, b)
+			}
 		}
 	}
-	f.split = par.New(len(f.blocks), maskBlockLen, func(lo, hi int) {
-		for _, b := range f.blocks[lo:hi] {
+	f.drawn = par.New(len(f.draw), maskBlockLen, func(lo, hi int) {
+		for _, b := range f.draw[lo:hi] {
 			mk := f.masks[b.mk]
 			ops.DropoutMaskAt(mk.data[b.lo:b.hi], f.p, f.seed, f.step, mk.layer, mk.site, b.lo)
+		}
+	})
+	f.dups = par.New(len(f.copy), maskBlockLen/8, func(lo, hi int) {
+		for _, b := range f.copy[lo:hi] {
+			copy(f.masks[b.mk].data[b.lo:b.hi], f.masks[b.src].data[b.lo:b.hi])
 		}
 	})
 	return f
@@ -98,5 +116,6 @@ func newMaskFill(masks []maskInput) *maskFill {
 // fill fills every mask for (p, seed, step).
 func (f *maskFill) fill(p float64, seed, step int64) {
 	f.p, f.seed, f.step = p, seed, step
-	f.split.Run()
+	f.drawn.Run()
+	f.dups.Run()
 }
