@@ -72,8 +72,14 @@ func (el *engineLab) latency(ctx context.Context, r *reports.Report, step32, pre
 		}
 	}
 	cost, rms, dropped, zeroed, err := robustFit(work, secs)
+	if err == nil {
+		err = cost.Validate() // e.g. every term that takes time held at 0
+	}
 	if err != nil {
-		return fmt.Errorf("fit the cost model on the engine: %w", err)
+		// The fit's terms come from the lengths' variety and the iterations'
+		// number: fixed lengths repeat a few shapes, too few for its terms.
+		return lab.Usagef("--set prompt-lens=%s output-lens=%s requests=%d: the cost model cannot be fitted on the latency runs' %d iterations: %v",
+			cfg.PromptLens, cfg.OutputLens, cfg.Requests, len(work), err)
 	}
 	ct := r.AddTable("The simulator calibrated on the engine: predicted at rates not used for the fit",
 		reports.Float("rate (req/s)", 0), reports.Text("metric"), reports.Float("engine ms", 3), reports.Float("simulator ms", 3), reports.Percent("error", 1))
