@@ -3,6 +3,7 @@ package servingengine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"gptlab/engine"
 	"gptlab/experiments/lab"
@@ -169,9 +170,26 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 	cr := ratio(cpk.cont.Summary(control).Goodput, cpk.fixed.Summary(control).Goodput)
 	r.Metric("goodput_ratio_control", cr)
 	r.TimedCheck("continuous at least 2x fixed goodput at fixed's peak rate", tm,
-		"%.2fx at %.0f req/s over %d rounds of %d requests (the rounds are fixed's goodput over continuous's); the simulator finds %.2fx there; the control (TTFT <= %d batch-1 iterations) %.2fx at its own fixed peak",
-		g, pk.rate, tm.Rounds, cfg.GoodputReqs, simAt, controlTTFT, cr)
+		"%.2fx at %.0f req/s over %d rounds of %d requests (the rounds are fixed's goodput over continuous's, both policies on each round's arrivals); the simulator finds %.2fx there; the control (TTFT <= %d batch-1 iterations) %.2fx at its own fixed peak; %s",
+		g, pk.rate, tm.Rounds, cfg.GoodputReqs, simAt, controlTTFT, cr, roundSpread(append([]*gpoint{pk}, rounds...)))
 	return nil
+}
+
+// roundSpread says how each policy's goodput varied over the rounds, and
+// whose varied the more relative to its median: what widens the ratio's
+// interval.
+func roundSpread(ps []*gpoint) string {
+	var f, c []float64
+	for _, p := range ps {
+		f, c = append(f, p.fixedG), append(c, p.contG)
+	}
+	rel := func(xs []float64) float64 { return (slices.Max(xs) - slices.Min(xs)) / lab.Median(xs) }
+	wider := "fixed's"
+	if rel(c) > rel(f) {
+		wider = "continuous's"
+	}
+	return fmt.Sprintf("goodput over the rounds: fixed %.0f to %.0f req/s (median %.0f), continuous %.0f to %.0f (median %.0f); %s varies the more (range over median %.2f against %.2f)",
+		slices.Min(f), slices.Max(f), lab.Median(f), slices.Min(c), slices.Max(c), lab.Median(c), wider, max(rel(f), rel(c)), min(rel(f), rel(c)))
 }
 
 func goodputSLONote(c *engineConfig, step1, step32 float64) string {
