@@ -90,6 +90,7 @@ type engineLab struct {
 	checks           int64             // invariant checks after iterations
 	step1            float64           // seconds of a batch-1 decode iteration (0 until measured)
 	cost             serving.Cost      // the cost model fitted on the latency runs
+	costErr          error             // why none could be fitted (the simulator's columns left out)
 	httpRate         float64           // the latency section's middle rate and its requests,
 	httpReqs         []serving.Request // served again in process and over HTTP
 }
