@@ -41,6 +41,8 @@ const (
 	goodputTTFT = 10
 	goodputTPOT = 3
 	controlTTFT = 200
+	// goodputRounds is the 2x check's first look (the sampler's default).
+	goodputRounds = 10
 )
 
 // gpoint is one rate of the goodput sweep: the engine's runs under both
@@ -149,10 +151,13 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 
 	// Rounds at fixed's peak rate: fresh arrivals each, the sweep's run
 	// the first; a round's figure is fixed's goodput over continuous's.
+	// The first ten rounds are measured here, so that the budget is for the
+	// rounds past them, as --set goodput-budget says (the sampler's clock
+	// starts when it is called).
 	have := []float64{ratio(pk.fixedG, pk.contG)}
 	seed := uint64(el.opt.Seed) + 0x700
 	var rounds []*gpoint
-	tm, err := lab.RatioTarget{Target: 0.5, Budget: cfg.GoodputBudget}.Sample(ctx, have, func() (float64, error) {
+	round := func() (float64, error) {
 		seed++
 		p, err := run(pk.rate, seed)
 		if err != nil {
@@ -160,7 +165,15 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 		}
 		rounds = append(rounds, p)
 		return ratio(p.fixedG, p.contG), nil
-	})
+	}
+	for len(have) < goodputRounds {
+		x, err := round()
+		if err != nil {
+			return err
+		}
+		have = append(have, x)
+	}
+	tm, err := lab.RatioTarget{Target: 0.5, Budget: cfg.GoodputBudget, MinRounds: goodputRounds}.Sample(ctx, have, round)
 	if err != nil {
 		return err
 	}
