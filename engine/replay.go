@@ -21,6 +21,12 @@ type ReplayResult struct {
 	Rec   *serving.Recorder // serving's metrics, on the wall clock
 	Iters []IterTime
 	Wall  float64 // seconds from the first arrival to the last iteration's end
+	// Wake is the seconds the replay woke late for each arrival at an
+	// idle engine (a timer and the OS's scheduling); Gaps the seconds
+	// between one iteration's end and the next's start where it did not
+	// wait for an arrival (admitting and recording). Neither is in Iters;
+	// both are in the Recorder's times.
+	Wake, Gaps []float64
 }
 
 // Replay serves reqs on the wall clock: each request is added when its
@@ -59,6 +65,7 @@ func Replay(ctx context.Context, e *Engine, reqs []serving.Request) (*ReplayResu
 	start := time.Now()
 	now := func() float64 { return time.Since(start).Seconds() }
 	next := 0
+	end := -1.0 // the last iteration's end; -1 after a wait for an arrival
 	for next < len(order) || !e.Idle() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -86,19 +93,26 @@ func Replay(ctx context.Context, e *Engine, reqs []serving.Request) (*ReplayResu
 		}
 		if e.Idle() {
 			if next < len(order) {
-				waitUntil(start, reqs[order[next]].Arrival)
+				at := reqs[order[next]].Arrival
+				waitUntil(start, at)
+				res.Wake = append(res.Wake, now()-at)
 			}
+			end = -1
 			continue
 		}
 		t0 := now()
+		if end >= 0 {
+			res.Gaps = append(res.Gaps, t0-end)
+		}
 		e.beforeEvents = func() { k = rec.Iteration(now()) }
 		info, err := e.Step()
 		e.beforeEvents = nil
 		if err != nil {
 			return nil, err
 		}
+		end = now()
 		if info.Entries > 0 {
-			res.Iters = append(res.Iters, IterTime{Work: info.Work, Secs: now() - t0})
+			res.Iters = append(res.Iters, IterTime{Work: info.Work, Secs: end - t0})
 		}
 	}
 	res.Wall = now()

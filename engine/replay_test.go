@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"gptlab/serving"
@@ -36,6 +37,10 @@ func TestReplay(t *testing.T) {
 	}
 	if int64(len(res.Iters)) != e.counts.iterations || sum.TTFT.Median <= 0 || sum.E2E.P90 < sum.TTFT.Median {
 		t.Fatalf("%d iterations measured of %d; TTFT %+v, E2E %+v", len(res.Iters), e.counts.iterations, sum.TTFT, sum.E2E)
+	}
+	// The first arrival finds the engine idle; the rate keeps it busy for a while.
+	if len(res.Wake) == 0 || slices.Min(res.Wake) < 0 || len(res.Gaps) == 0 || slices.Min(res.Gaps) < 0 {
+		t.Fatalf("wakes %v, %d gaps", res.Wake, len(res.Gaps))
 	}
 	if e.blocks.Stats().HitTokens == 0 {
 		t.Fatal("the shared prefixes were never found in the cache")

@@ -112,6 +112,19 @@ func (kv *PagedKV) vPanel(l, blk, h, q int) []float32 {
 	return kv.v[l][o : o+n]
 }
 
+// kHeads is block blk's keys in layer l from head 0's panel q to the
+// block's end: head h's panel q at h·kp·hs·32; vHeads is its values from
+// head 0's panel q, head h's at h·vp·BlockSize·32.
+func (kv *PagedKV) kHeads(l, blk, q int) []float32 {
+	o := blk * kv.blockK()
+	return kv.k[l][o+q*kv.cfg.HeadSize()*pgemm.Width : o+kv.blockK()]
+}
+
+func (kv *PagedKV) vHeads(l, blk, q int) []float32 {
+	o := blk * kv.blockV()
+	return kv.v[l][o+q*kv.BlockSize*pgemm.Width : o+kv.blockV()]
+}
+
 // PagedEntry is one sequence's work in a ragged step: its tokens at
 // positions Start … Start+len(Tokens)-1, whose keys and values are written
 // into the slots Table maps them to, each attending to positions 0 … its
@@ -283,7 +296,8 @@ func (m *PagedModel) forward(entries []PagedEntry, all bool) ([]float32, error) 
 // softmax(q·kᵀ/√hs)·v per head, as CausalSoftmax and CausalApply compute,
 // one entry and head at a time: the scores of all its rows against one
 // block's keys are one pgemm tile, and so are their probabilities times
-// one block's values.
+// one block's values. An entry of one row (a decode token) takes every
+// head at once (attendOne).
 func (m *PagedModel) attend(entries []PagedEntry, l int) {
 	C, H, hs := m.cfg.Embd, m.cfg.Heads, m.cfg.HeadSize()
 	kv := m.kv
@@ -300,6 +314,11 @@ func (m *PagedModel) attend(entries []PagedEntry, l int) {
 			for h := range H {
 				kv.write(l, blk, h, pos%bs, row[C+h*hs:C+(h+1)*hs], row[2*C+h*hs:2*C+(h+1)*hs])
 			}
+		}
+		if n == 1 && hs%16 == 0 { // a decode token: every head at once
+			m.attendOne(e, l, r0)
+			r0++
+			continue
 		}
 		nb := (e.Start + n + bs - 1) / bs // blocks the last row sees
 		ld := nb * bs                     // a row of scores
@@ -338,5 +357,48 @@ func (m *PagedModel) attend(entries []PagedEntry, l int) {
 			}
 		}
 		r0 += n
+	}
+}
+
+// attendOne is attend for an entry of one row r (a decode token) and a
+// head size of a multiple of 16: each call of pgemm.Rows takes every head
+// (up to 8 at a time), row h of the query against head h's keys in one
+// block, and row h of the probabilities against head h's values, so the
+// heads are independent chains in one kernel instead of one each. A
+// block's slots past 16 of a panel's 32 are not computed where it has no
+// more; the values' products read only the slots up to the row's own and
+// continue one FMA chain over the blocks.
+func (m *PagedModel) attendOne(e *PagedEntry, l, r int) {
+	C, H, hs := m.cfg.Embd, m.cfg.Heads, m.cfg.HeadSize()
+	kv := m.kv
+	bs, W := kv.BlockSize, pgemm.Width
+	sc := float32(1 / math.Sqrt(float64(hs)))
+	ctx := e.Start + 1 // positions the row sees
+	nb := (ctx + bs - 1) / bs
+	ld := nb*bs + W // a head's scores, with room for a panel's columns past the last block
+	m.scores = grow(m.scores, H*ld)
+	S := m.scores                    // (H, ld)
+	q := m.qkv[r*3*C : r*3*C+C]      // (H, hs)
+	kh, vh := kv.kp*hs*W, kv.vp*bs*W // floats from one head's panel to the next's
+	for b := range nb {
+		blk := int(e.Table[b])
+		for p := 0; p*W < bs; p++ {
+			w := W
+			if bs-p*W <= W/2 {
+				w = W / 2
+			}
+			pgemm.Rows(S[b*bs+p*W:], ld, q, hs, kv.kHeads(l, blk, p), kh, H, hs, w, false) // (H, w) = q·kᵀ
+		}
+	}
+	for h := range H {
+		ops.SoftmaxPrefix(S[h*ld:h*ld+nb*bs], S[h*ld:h*ld+nb*bs], ctx, sc)
+	}
+	y := m.y[r*C : (r+1)*C] // (H, hs)
+	for b := range nb {
+		blk := int(e.Table[b])
+		k := min(bs, ctx-b*bs)
+		for p := 0; p*W < hs; p++ {
+			pgemm.Rows(y[p*W:], hs, S[b*bs:], ld, kv.vHeads(l, blk, p), vh, H, k, min(W, hs-p*W), b > 0) // (H, w) += probs·v
+		}
 	}
 }

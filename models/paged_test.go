@@ -42,12 +42,17 @@ func TestPagedMatchesFullForward(t *testing.T) {
 		{"small", 16, 9},
 		{"baby", 16, 1},
 		{"baby", 7, 20},
+		{"baby", 40, 3}, // decode rows against a block of two key panels, the second of 8 slots
+		{"odd", 8, 3},   // heads of 24: decode rows through attend's general path
 	} {
 		t.Run(tc.preset, func(t *testing.T) {
 			if tc.maxChunk == 1 {
 				testutil.SkipEmulated(t, "baby one token a chunk runs natively; emulated, baby in chunks of 20 with blocks of 7 checks the same forward")
 			}
 			cfg, _ := Preset(tc.preset)
+			if tc.preset == "odd" {
+				cfg = Config{Vocab: 65, Block: 32, Layers: 2, Heads: 3, Embd: 72, Batch: 1}
+			}
 			p := NewParams(cfg, 7)
 			rng := rand.New(rand.NewPCG(3, uint64(tc.blockSize)))
 			lens := []int{cfg.Block, cfg.Block - 3, 1, cfg.Block / 2, 5}

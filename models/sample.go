@@ -190,6 +190,15 @@ func (s *Sampler) Close() error {
 // pick draws the next token from logits under temperature and top-k.
 func pick(logits []float32, probs []float64, order []int, sc SampleConfig, rng *rand.Rand) int32 {
 	V := len(logits)
+	if sc.Temperature == 0 { // greedy: the first of the largest, what the stable sort puts first
+		best := 0
+		for i, v := range logits {
+			if v > logits[best] {
+				best = i
+			}
+		}
+		return int32(best)
+	}
 	for i := range order {
 		order[i] = i
 	}
@@ -203,9 +212,6 @@ func pick(logits []float32, probs []float64, order []int, sc SampleConfig, rng *
 		}
 		return 0
 	})
-	if sc.Temperature == 0 {
-		return int32(order[0])
-	}
 	k := V
 	if sc.TopK > 0 {
 		k = min(sc.TopK, V)

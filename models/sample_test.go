@@ -19,6 +19,18 @@ func TestPick(t *testing.T) {
 	if got := pick(logits, probs, order, SampleConfig{Temperature: 0}, rng); got != 1 {
 		t.Errorf("pick(temperature 0) = %d, want 1 (argmax)", got)
 	}
+	// Greedy is the first of the largest logits, ties and all: what a
+	// stable sort by logit puts first (how temperatures above 0 order them).
+	for trial := range 200 {
+		l := make([]float32, 1+rng.IntN(70))
+		for i := range l {
+			l[i] = float32(rng.IntN(5)) // ties are common
+		}
+		first := slices.IndexFunc(l, func(v float32) bool { return v == slices.Max(l) })
+		if got := pick(l, make([]float64, len(l)), make([]int, len(l)), SampleConfig{}, rng); int(got) != first {
+			t.Fatalf("trial %d: pick(temperature 0) of %v = %d, want %d", trial, l, got, first)
+		}
+	}
 	for _, tc := range []struct {
 		name    string
 		sc      SampleConfig

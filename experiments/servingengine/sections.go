@@ -28,8 +28,8 @@ func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
 	}
 	rng := rand.New(rand.NewPCG(uint64(el.opt.Seed), 0xe9))
 	var reqs []engine.Request
-	for range 8 {
-		P := 1 + rng.IntN(30)
+	for range 8 { // prompts of 1 to 30 tokens, or up to the window less one, and outputs to the window's end
+		P := 1 + rng.IntN(min(30, el.mcfg.Block-1))
 		q := engine.Request{MaxTokens: 1 + rng.IntN(el.mcfg.Block-P)}
 		for range P {
 			q.Prompt = append(q.Prompt, int32(rng.IntN(el.mcfg.Vocab)))
@@ -88,15 +88,19 @@ func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
 	t := r.AddTable("Correctness: 8 random requests, each against models.Sampler decoding it alone (greedy)",
 		reports.Text("engine"), reports.Int("pool blocks"), reports.Int("preemptions"), reports.Int("swaps"),
 		reports.Int("recomputed"), reports.Text("outputs equal"))
-	tiny := el.mcfg.Block/el.cfg.BlockSize + 2
+	// The tiny pools hold a window and two blocks more, in blocks of at most
+	// a quarter of the window, so that a growing sequence needs a block
+	// the others hold whatever the window and --set block-size.
+	tbs := min(el.cfg.BlockSize, max(1, el.mcfg.Block/4))
+	tiny := (el.mcfg.Block+tbs-1)/tbs + 2
 	for _, c := range []struct {
 		name string
 		cfg  engine.Config
 	}{
 		{"continuous, chunks of 16, prefix caching", engine.Config{Policy: "continuous", MaxSeqs: 8, MaxTokens: 16, Chunked: true, Caching: true}},
 		{"fixed batches of 4", engine.Config{Policy: "fixed", MaxSeqs: 4}},
-		{"tiny pool, recompute", engine.Config{Policy: "continuous", Blocks: tiny, MaxSeqs: 8, MaxTokens: 64, Chunked: true}},
-		{"tiny pool, swap", engine.Config{Policy: "continuous", Blocks: tiny, HostBlocks: 8 * tiny, Swap: true, MaxSeqs: 8, MaxTokens: 64, Chunked: true}},
+		{"tiny pool, recompute", engine.Config{Policy: "continuous", Blocks: tiny, BlockSize: tbs, MaxSeqs: 8, MaxTokens: 64, Chunked: true}},
+		{"tiny pool, swap", engine.Config{Policy: "continuous", Blocks: tiny, BlockSize: tbs, HostBlocks: 8 * tiny, Swap: true, MaxSeqs: 8, MaxTokens: 64, Chunked: true}},
 	} {
 		out, st, err := serve(c.cfg)
 		if errors.Is(err, serving.ErrInvariant) {
@@ -116,7 +120,7 @@ func (el *engineLab) correctness(ctx context.Context, r *reports.Report) error {
 		if c.cfg.Blocks == tiny {
 			forced := st.Preemptions > 0 && (st.Swaps > 0) == c.cfg.Swap
 			r.Check("a preempted request resumes to the same tokens: "+c.name, forced && equal,
-				"%d preemptions (%d swaps, %d tokens recomputed) in a pool of %d blocks", st.Preemptions, st.Swaps, st.Recomputed, tiny)
+				"%d preemptions (%d swaps, %d tokens recomputed) in a pool of %d blocks of %d tokens", st.Preemptions, st.Swaps, st.Recomputed, tiny, tbs)
 		}
 	}
 	r.Check("invariants held", el.checks > 0, "serving's checker after every iteration of the correctness runs: %d checks", el.checks)

@@ -90,6 +90,7 @@ type engineLab struct {
 	checks           int64             // invariant checks after iterations
 	step1            float64           // seconds of a batch-1 decode iteration (0 until measured)
 	cost             serving.Cost      // the cost model fitted on the latency runs
+	costErr          error             // why none could be fitted (the simulator's columns left out)
 	httpRate         float64           // the latency section's middle rate and its requests,
 	httpReqs         []serving.Request // served again in process and over HTTP
 }
@@ -125,6 +126,17 @@ func runEngine(ctx context.Context, cfg *engineConfig, opt lab.Options) (*report
 	return r, nil
 }
 
+// maxPoolBytes bounds the KV pool a run makes: the lab makes one for each
+// of its fifty or so engine runs.
+const maxPoolBytes = 1 << 30
+
+// poolBytes is at least the KV of a pool of blocks of blockSize slots for
+// cfg (keys and values of every layer, in float32; the pool pads its
+// panels beyond this).
+func poolBytes(cfg models.Config, blockSize, blocks int) int64 {
+	return int64(blockSize) * int64(blocks) * int64(cfg.Layers) * 2 * int64(cfg.Embd) * 4
+}
+
 func fmtLeaks(l []string) string {
 	if len(l) == 0 {
 		return ""
@@ -147,8 +159,8 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return nil, lab.Usagef("--set batches=%v: want batch sizes of 1 to 256", cfg.Batches)
 	case cfg.Prompt < 1 || cfg.Tokens < 2 || cfg.Prompt+cfg.Tokens > mcfg.Block:
 		return nil, lab.Usagef("--set prompt=%d tokens=%d: want a prompt >= 1 and >= 2 tokens within the window of %d", cfg.Prompt, cfg.Tokens, mcfg.Block)
-	case bad(cfg.Contexts, 1, mcfg.Block-4):
-		return nil, lab.Usagef("--set contexts=%v: want contexts of 1 to %d (4 decodes must fit the window)", cfg.Contexts, mcfg.Block-4)
+	case bad(cfg.Contexts, 1, mcfg.Block-5):
+		return nil, lab.Usagef("--set contexts=%v: want contexts of 1 to %d (5 tokens must fit the window after it: the prefill's and 4 decodes)", cfg.Contexts, mcfg.Block-5)
 	case bad(cfg.Chunks, 1, 4096):
 		return nil, lab.Usagef("--set chunks=%v: want chunk sizes of 1 to 4096 tokens", cfg.Chunks)
 	case cfg.Repeats < 1 || cfg.Repeats > 100:
@@ -167,6 +179,9 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return nil, lab.Usagef("--set goodput-cv=%v goodput-requests=%d: want a CV in (0, 10] and 10 to 100000 requests", cfg.GoodputCV, cfg.GoodputReqs)
 	case cfg.BlockSize < 1 || cfg.BlockSize > 1024 || cfg.Blocks < 1 || cfg.Blocks > 1<<20:
 		return nil, lab.Usagef("--set block-size=%d blocks=%d: want 1 to 1024 tokens and 1 to 1048576 blocks", cfg.BlockSize, cfg.Blocks)
+	case poolBytes(mcfg, cfg.BlockSize, cfg.Blocks) > maxPoolBytes:
+		return nil, lab.Usagef("--set block-size=%d blocks=%d: a pool of %d token slots takes %d MiB of KV for %s, over the lab's limit of %d MiB (each run makes its own)",
+			cfg.BlockSize, cfg.Blocks, cfg.BlockSize*cfg.Blocks, poolBytes(mcfg, cfg.BlockSize, cfg.Blocks)>>20, cfg.Model, maxPoolBytes>>20)
 	case cfg.MaxSeqs < 1 || cfg.MaxSeqs > 4096 || cfg.MaxTokens < 1 || cfg.MaxTokens > 1<<16:
 		return nil, lab.Usagef("--set max-seqs=%d max-tokens=%d: want 1 to 4096 and 1 to 65536", cfg.MaxSeqs, cfg.MaxTokens)
 	case cfg.SLOTTFT < 0 || cfg.SLOTPOT < 0:
@@ -193,8 +208,12 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 	if el.prompt.Hi+el.output.Hi > mcfg.Block {
 		return nil, lab.Usagef("--set prompt-lens=%s output-lens=%s: the longest request, %d tokens, exceeds the window of %d", cfg.PromptLens, cfg.OutputLens, el.prompt.Hi+el.output.Hi, mcfg.Block)
 	}
-	if _, err := el.engine(engine.Config{Policy: "continuous", MaxSeqs: cfg.MaxSeqs, MaxTokens: cfg.MaxTokens, Chunked: true}); err != nil {
-		return nil, lab.Usagef("%v", err)
+	// The latency and goodput runs' engines, the most demanding of the pool
+	// (continuous batching keeps a watermark free).
+	for _, c := range []engine.Config{el.continuousConfig(), {Policy: "fixed", MaxSeqs: cfg.MaxSeqs}} {
+		if _, err := el.engine(c); err != nil {
+			return nil, lab.Usagef("--set blocks=%d block-size=%d max-seqs=%d max-tokens=%d: %v", cfg.Blocks, cfg.BlockSize, cfg.MaxSeqs, cfg.MaxTokens, err)
+		}
 	}
 	return el, nil
 }

@@ -2,6 +2,8 @@ package servingengine
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"gptlab/experiments/lab"
@@ -46,6 +48,58 @@ func TestLabBadInput(t *testing.T) {
 	for _, set := range []string{"model=huge", "batches=0", "prompt=60", "loads=0.5,0.2,0.9", "prompt-lens=uniform:4:60", "threads=0", "weights=int4", "goodput-loads=0.5"} {
 		if _, err := labtest.Run(Lab, true, set); !errors.Is(err, lab.ErrUsage) {
 			t.Errorf("--set %s: %v, want a usage error", set, err)
+		}
+	}
+}
+
+// TestLabSettingsAtEdges sweeps every setting to the edges of its range
+// and just past them, on the tiny model (its window of 16 tokens is where
+// the lab's own requests used to overrun): each run ends in a usage error
+// naming the setting (exit 2) or in a report, never in a panic or another
+// error. Failed timed checks are the machine's business and are allowed.
+func TestLabSettingsAtEdges(t *testing.T) {
+	base := []string{"model=tiny", "tokens=15", "contexts=8", "goodput-output=uniform:1:8", "prompt-lens=uniform:4:8",
+		"output-lens=uniform:4:8", "torch=0", "requests=30", "goodput-requests=10", "batches=1", "chunks=16", "latency-repeats=1"}
+	usage := [][]string{
+		{"model=huge"}, {"weights=int4"}, {"batches=0"}, {"batches=257"}, {"prompt=0"}, {"prompt=2"}, {"tokens=1"},
+		{"contexts=0"}, {"contexts=12"}, {"chunks=0"}, {"chunks=4097"}, {"repeats=0"}, {"repeats=101"},
+		{"requests=9"}, {"requests=100001"}, {"loads=0,0.5,0.9"}, {"loads=0.5,0.6"}, {"loads=0.5,0.6,101"},
+		{"loads=0.6,0.5,0.9"}, {"latency-repeats=0"}, {"latency-repeats=101"}, {"prompt-lens=bogus"},
+		{"prompt-lens=uniform:4:9"}, {"output-lens=uniform:4:13"}, {"goodput-prompt=uniform:2:9"},
+		{"goodput-output=uniform:1:15"}, {"goodput-loads=0.5"}, {"goodput-loads=0,0.5"}, {"goodput-cv=0"},
+		{"goodput-cv=10.5"}, {"goodput-requests=9"}, {"goodput-requests=100001"}, {"goodput-budget=-1s"},
+		{"goodput-budget=2h"}, {"block-size=0"}, {"block-size=1025"}, {"blocks=0"}, {"blocks=1"}, {"blocks=1048577"},
+		{"block-size=1", "blocks=15"}, {"block-size=1024", "blocks=1048576"}, {"max-seqs=0"}, {"max-seqs=4097"},
+		{"max-tokens=0"}, {"max-tokens=65537"}, {"slo-ttft=-1s"}, {"slo-tpot=-1s"}, {"threads=0"}, {"threads=257"},
+	}
+	for _, sets := range usage {
+		if _, err := labtest.Run(Lab, true, append(slices.Clone(base), sets...)...); !errors.Is(err, lab.ErrUsage) {
+			t.Errorf("--set %v: %v, want a usage error", sets, err)
+		} else if key, _, _ := strings.Cut(sets[0], "="); !strings.Contains(err.Error(), key) {
+			t.Errorf("--set %v: %q does not name %s", sets, err, key)
+		}
+	}
+	if testutil.Trimmed() {
+		t.Skip("emulated -short: the runs at the edges take minutes under qemu; the usage errors above are checked")
+	}
+	reports := [][]string{
+		{}, {"prompt=1", "tokens=2"}, {"prompt=14", "tokens=2"}, {"contexts=1,11"}, {"chunks=1,4096"}, {"batches=256"},
+		{"weights=int8"}, {"blocks=2"}, {"block-size=1", "blocks=17"}, {"block-size=1024", "blocks=64"},
+		{"max-seqs=1"}, {"max-tokens=1"}, {"max-seqs=4096", "max-tokens=65536"}, {"loads=99,99.5,100"},
+		{"goodput-loads=99,100"}, {"goodput-cv=10"}, {"goodput-cv=0.01"}, {"slo-ttft=1ns"}, {"slo-tpot=1ns"},
+		{"slo-ttft=1h", "slo-tpot=1h"}, {"output-lens=fixed:8"}, {"goodput-output=fixed:1"},
+		{"prompt-lens=fixed:1", "output-lens=uniform:1:15"}, // prompts all alike: no cost fit, the simulator left out
+	}
+	for _, sets := range reports {
+		r, err := labtest.Run(Lab, true, append(slices.Clone(base), sets...)...)
+		if err != nil {
+			t.Errorf("--set %v: %v, want a report", sets, err)
+			continue
+		}
+		for _, c := range r.Checks {
+			if !c.Pass && !c.Timed {
+				t.Errorf("--set %v: check %q failed: %s", sets, c.Name, c.Detail)
+			}
 		}
 	}
 }

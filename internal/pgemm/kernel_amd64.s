@@ -783,3 +783,1883 @@ loop:
 	VMOVUPS      Z15, 192(AX)
 	VZEROUPPER
 	RET
+
+// func rowsAVX512m1v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m1v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a+8(FP), CX
+	MOVQ   b+24(FP), DX
+	VPXORD Z0, Z0, Z0
+
+loop:
+	VBROADCASTSS (CX), Z1
+	VFMADD231PS  (DX), Z1, Z0
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m1v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m1v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    a+8(FP), CX
+	MOVQ    b+24(FP), DX
+	MOVQ    c+40(FP), BX
+	MOVQ    ldc+48(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (BX), Z0
+
+loop:
+	VBROADCASTSS (CX), Z1
+	VFMADD231PS  (DX), Z1, Z0
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m1v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m1v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a+8(FP), CX
+	MOVQ   b+24(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+loop:
+	VBROADCASTSS (CX), Z2
+	VFMADD231PS  (DX), Z2, Z0
+	VFMADD231PS  64(DX), Z2, Z1
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m1v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m1v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    a+8(FP), CX
+	MOVQ    b+24(FP), DX
+	MOVQ    c+40(FP), BX
+	MOVQ    ldc+48(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+
+loop:
+	VBROADCASTSS (CX), Z2
+	VFMADD231PS  (DX), Z2, Z0
+	VFMADD231PS  64(DX), Z2, Z1
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m2v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m2v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+loop:
+	VBROADCASTSS (BX), Z2
+	VFMADD231PS  (SI), Z2, Z0
+	VBROADCASTSS (BX)(CX*1), Z2
+	VFMADD231PS  (SI)(DX*1), Z2, Z1
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m2v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m2v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Z0
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z1
+
+loop:
+	VBROADCASTSS (BX), Z2
+	VFMADD231PS  (SI), Z2, Z0
+	VBROADCASTSS (BX)(CX*1), Z2
+	VFMADD231PS  (SI)(DX*1), Z2, Z1
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m2v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m2v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+loop:
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  (SI), Z4, Z0
+	VFMADD231PS  64(SI), Z4, Z1
+	VBROADCASTSS (BX)(CX*1), Z4
+	VFMADD231PS  (SI)(DX*1), Z4, Z2
+	VFMADD231PS  64(SI)(DX*1), Z4, Z3
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m2v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m2v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z2
+	VMOVUPS 64(DI), Z3
+
+loop:
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  (SI), Z4, Z0
+	VFMADD231PS  64(SI), Z4, Z1
+	VBROADCASTSS (BX)(CX*1), Z4
+	VFMADD231PS  (SI)(DX*1), Z4, Z2
+	VFMADD231PS  64(SI)(DX*1), Z4, Z3
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m3v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m3v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+
+loop:
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  (SI), Z3, Z0
+	VBROADCASTSS (BX)(CX*1), Z3
+	VFMADD231PS  (SI)(DX*1), Z3, Z1
+	VBROADCASTSS (BX)(CX*2), Z3
+	VFMADD231PS  (SI)(DX*2), Z3, Z2
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m3v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m3v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Z0
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z1
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z2
+
+loop:
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  (SI), Z3, Z0
+	VBROADCASTSS (BX)(CX*1), Z3
+	VFMADD231PS  (SI)(DX*1), Z3, Z1
+	VBROADCASTSS (BX)(CX*2), Z3
+	VFMADD231PS  (SI)(DX*2), Z3, Z2
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m3v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m3v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+loop:
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  (SI), Z6, Z0
+	VFMADD231PS  64(SI), Z6, Z1
+	VBROADCASTSS (BX)(CX*1), Z6
+	VFMADD231PS  (SI)(DX*1), Z6, Z2
+	VFMADD231PS  64(SI)(DX*1), Z6, Z3
+	VBROADCASTSS (BX)(CX*2), Z6
+	VFMADD231PS  (SI)(DX*2), Z6, Z4
+	VFMADD231PS  64(SI)(DX*2), Z6, Z5
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m3v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m3v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z2
+	VMOVUPS 64(DI), Z3
+	ADDQ    R8, DI
+	VMOVUPS (DI), Z4
+	VMOVUPS 64(DI), Z5
+
+loop:
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  (SI), Z6, Z0
+	VFMADD231PS  64(SI), Z6, Z1
+	VBROADCASTSS (BX)(CX*1), Z6
+	VFMADD231PS  (SI)(DX*1), Z6, Z2
+	VFMADD231PS  64(SI)(DX*1), Z6, Z3
+	VBROADCASTSS (BX)(CX*2), Z6
+	VFMADD231PS  (SI)(DX*2), Z6, Z4
+	VFMADD231PS  64(SI)(DX*2), Z6, Z5
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m4v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m4v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+loop:
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  (DI), Z4, Z0
+	VBROADCASTSS (BX)(CX*1), Z4
+	VFMADD231PS  (DI)(DX*1), Z4, Z1
+	VBROADCASTSS (BX)(CX*2), Z4
+	VFMADD231PS  (DI)(DX*2), Z4, Z2
+	VBROADCASTSS (SI), Z4
+	VFMADD231PS  (R8), Z4, Z3
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m4v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m4v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Z0
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z2
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z3
+
+loop:
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  (DI), Z4, Z0
+	VBROADCASTSS (BX)(CX*1), Z4
+	VFMADD231PS  (DI)(DX*1), Z4, Z1
+	VBROADCASTSS (BX)(CX*2), Z4
+	VFMADD231PS  (DI)(DX*2), Z4, Z2
+	VBROADCASTSS (SI), Z4
+	VFMADD231PS  (R8), Z4, Z3
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m4v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m4v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+loop:
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  (DI), Z8, Z0
+	VFMADD231PS  64(DI), Z8, Z1
+	VBROADCASTSS (BX)(CX*1), Z8
+	VFMADD231PS  (DI)(DX*1), Z8, Z2
+	VFMADD231PS  64(DI)(DX*1), Z8, Z3
+	VBROADCASTSS (BX)(CX*2), Z8
+	VFMADD231PS  (DI)(DX*2), Z8, Z4
+	VFMADD231PS  64(DI)(DX*2), Z8, Z5
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  (R8), Z8, Z6
+	VFMADD231PS  64(R8), Z8, Z7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m4v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m4v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z2
+	VMOVUPS 64(R9), Z3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z6
+	VMOVUPS 64(R9), Z7
+
+loop:
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  (DI), Z8, Z0
+	VFMADD231PS  64(DI), Z8, Z1
+	VBROADCASTSS (BX)(CX*1), Z8
+	VFMADD231PS  (DI)(DX*1), Z8, Z2
+	VFMADD231PS  64(DI)(DX*1), Z8, Z3
+	VBROADCASTSS (BX)(CX*2), Z8
+	VFMADD231PS  (DI)(DX*2), Z8, Z4
+	VFMADD231PS  64(DI)(DX*2), Z8, Z5
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  (R8), Z8, Z6
+	VFMADD231PS  64(R8), Z8, Z7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m5v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m5v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+
+loop:
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  (DI), Z5, Z0
+	VBROADCASTSS (BX)(CX*1), Z5
+	VFMADD231PS  (DI)(DX*1), Z5, Z1
+	VBROADCASTSS (BX)(CX*2), Z5
+	VFMADD231PS  (DI)(DX*2), Z5, Z2
+	VBROADCASTSS (SI), Z5
+	VFMADD231PS  (R8), Z5, Z3
+	VBROADCASTSS (SI)(CX*1), Z5
+	VFMADD231PS  (R8)(DX*1), Z5, Z4
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m5v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m5v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Z0
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z2
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z4
+
+loop:
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  (DI), Z5, Z0
+	VBROADCASTSS (BX)(CX*1), Z5
+	VFMADD231PS  (DI)(DX*1), Z5, Z1
+	VBROADCASTSS (BX)(CX*2), Z5
+	VFMADD231PS  (DI)(DX*2), Z5, Z2
+	VBROADCASTSS (SI), Z5
+	VFMADD231PS  (R8), Z5, Z3
+	VBROADCASTSS (SI)(CX*1), Z5
+	VFMADD231PS  (R8)(DX*1), Z5, Z4
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m5v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m5v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+
+loop:
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  (DI), Z10, Z0
+	VFMADD231PS  64(DI), Z10, Z1
+	VBROADCASTSS (BX)(CX*1), Z10
+	VFMADD231PS  (DI)(DX*1), Z10, Z2
+	VFMADD231PS  64(DI)(DX*1), Z10, Z3
+	VBROADCASTSS (BX)(CX*2), Z10
+	VFMADD231PS  (DI)(DX*2), Z10, Z4
+	VFMADD231PS  64(DI)(DX*2), Z10, Z5
+	VBROADCASTSS (SI), Z10
+	VFMADD231PS  (R8), Z10, Z6
+	VFMADD231PS  64(R8), Z10, Z7
+	VBROADCASTSS (SI)(CX*1), Z10
+	VFMADD231PS  (R8)(DX*1), Z10, Z8
+	VFMADD231PS  64(R8)(DX*1), Z10, Z9
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m5v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m5v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z2
+	VMOVUPS 64(R9), Z3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z6
+	VMOVUPS 64(R9), Z7
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z8
+	VMOVUPS 64(R9), Z9
+
+loop:
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  (DI), Z10, Z0
+	VFMADD231PS  64(DI), Z10, Z1
+	VBROADCASTSS (BX)(CX*1), Z10
+	VFMADD231PS  (DI)(DX*1), Z10, Z2
+	VFMADD231PS  64(DI)(DX*1), Z10, Z3
+	VBROADCASTSS (BX)(CX*2), Z10
+	VFMADD231PS  (DI)(DX*2), Z10, Z4
+	VFMADD231PS  64(DI)(DX*2), Z10, Z5
+	VBROADCASTSS (SI), Z10
+	VFMADD231PS  (R8), Z10, Z6
+	VFMADD231PS  64(R8), Z10, Z7
+	VBROADCASTSS (SI)(CX*1), Z10
+	VFMADD231PS  (R8)(DX*1), Z10, Z8
+	VFMADD231PS  64(R8)(DX*1), Z10, Z9
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m6v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m6v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+loop:
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  (DI), Z6, Z0
+	VBROADCASTSS (BX)(CX*1), Z6
+	VFMADD231PS  (DI)(DX*1), Z6, Z1
+	VBROADCASTSS (BX)(CX*2), Z6
+	VFMADD231PS  (DI)(DX*2), Z6, Z2
+	VBROADCASTSS (SI), Z6
+	VFMADD231PS  (R8), Z6, Z3
+	VBROADCASTSS (SI)(CX*1), Z6
+	VFMADD231PS  (R8)(DX*1), Z6, Z4
+	VBROADCASTSS (SI)(CX*2), Z6
+	VFMADD231PS  (R8)(DX*2), Z6, Z5
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z5, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m6v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m6v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Z0
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z2
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z4
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z5
+
+loop:
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  (DI), Z6, Z0
+	VBROADCASTSS (BX)(CX*1), Z6
+	VFMADD231PS  (DI)(DX*1), Z6, Z1
+	VBROADCASTSS (BX)(CX*2), Z6
+	VFMADD231PS  (DI)(DX*2), Z6, Z2
+	VBROADCASTSS (SI), Z6
+	VFMADD231PS  (R8), Z6, Z3
+	VBROADCASTSS (SI)(CX*1), Z6
+	VFMADD231PS  (R8)(DX*1), Z6, Z4
+	VBROADCASTSS (SI)(CX*2), Z6
+	VFMADD231PS  (R8)(DX*2), Z6, Z5
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z5, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m6v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m6v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+loop:
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  (DI), Z12, Z0
+	VFMADD231PS  64(DI), Z12, Z1
+	VBROADCASTSS (BX)(CX*1), Z12
+	VFMADD231PS  (DI)(DX*1), Z12, Z2
+	VFMADD231PS  64(DI)(DX*1), Z12, Z3
+	VBROADCASTSS (BX)(CX*2), Z12
+	VFMADD231PS  (DI)(DX*2), Z12, Z4
+	VFMADD231PS  64(DI)(DX*2), Z12, Z5
+	VBROADCASTSS (SI), Z12
+	VFMADD231PS  (R8), Z12, Z6
+	VFMADD231PS  64(R8), Z12, Z7
+	VBROADCASTSS (SI)(CX*1), Z12
+	VFMADD231PS  (R8)(DX*1), Z12, Z8
+	VFMADD231PS  64(R8)(DX*1), Z12, Z9
+	VBROADCASTSS (SI)(CX*2), Z12
+	VFMADD231PS  (R8)(DX*2), Z12, Z10
+	VFMADD231PS  64(R8)(DX*2), Z12, Z11
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z10, (AX)
+	VMOVUPS      Z11, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m6v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m6v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Z0
+	VMOVUPS 64(R9), Z1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z2
+	VMOVUPS 64(R9), Z3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z4
+	VMOVUPS 64(R9), Z5
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z6
+	VMOVUPS 64(R9), Z7
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z8
+	VMOVUPS 64(R9), Z9
+	ADDQ    R10, R9
+	VMOVUPS (R9), Z10
+	VMOVUPS 64(R9), Z11
+
+loop:
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  (DI), Z12, Z0
+	VFMADD231PS  64(DI), Z12, Z1
+	VBROADCASTSS (BX)(CX*1), Z12
+	VFMADD231PS  (DI)(DX*1), Z12, Z2
+	VFMADD231PS  64(DI)(DX*1), Z12, Z3
+	VBROADCASTSS (BX)(CX*2), Z12
+	VFMADD231PS  (DI)(DX*2), Z12, Z4
+	VFMADD231PS  64(DI)(DX*2), Z12, Z5
+	VBROADCASTSS (SI), Z12
+	VFMADD231PS  (R8), Z12, Z6
+	VFMADD231PS  64(R8), Z12, Z7
+	VBROADCASTSS (SI)(CX*1), Z12
+	VFMADD231PS  (R8)(DX*1), Z12, Z8
+	VFMADD231PS  64(R8)(DX*1), Z12, Z9
+	VBROADCASTSS (SI)(CX*2), Z12
+	VFMADD231PS  (R8)(DX*2), Z12, Z10
+	VFMADD231PS  64(R8)(DX*2), Z12, Z11
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z10, (AX)
+	VMOVUPS      Z11, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m7v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m7v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	LEAQ   (SI)(CX*2), DI
+	ADDQ   CX, DI
+	MOVQ   b+24(FP), R8
+	LEAQ   (R8)(DX*2), R9
+	ADDQ   DX, R9
+	LEAQ   (R9)(DX*2), R10
+	ADDQ   DX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+
+loop:
+	VBROADCASTSS (BX), Z7
+	VFMADD231PS  (R8), Z7, Z0
+	VBROADCASTSS (BX)(CX*1), Z7
+	VFMADD231PS  (R8)(DX*1), Z7, Z1
+	VBROADCASTSS (BX)(CX*2), Z7
+	VFMADD231PS  (R8)(DX*2), Z7, Z2
+	VBROADCASTSS (SI), Z7
+	VFMADD231PS  (R9), Z7, Z3
+	VBROADCASTSS (SI)(CX*1), Z7
+	VFMADD231PS  (R9)(DX*1), Z7, Z4
+	VBROADCASTSS (SI)(CX*2), Z7
+	VFMADD231PS  (R9)(DX*2), Z7, Z5
+	VBROADCASTSS (DI), Z7
+	VFMADD231PS  (R10), Z7, Z6
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m7v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m7v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	LEAQ    (SI)(CX*2), DI
+	ADDQ    CX, DI
+	MOVQ    b+24(FP), R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	MOVQ    c+40(FP), R11
+	MOVQ    ldc+48(FP), R12
+	SHLQ    $0x02, R12
+	VMOVUPS (R11), Z0
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z1
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z2
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z3
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z4
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z5
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z6
+
+loop:
+	VBROADCASTSS (BX), Z7
+	VFMADD231PS  (R8), Z7, Z0
+	VBROADCASTSS (BX)(CX*1), Z7
+	VFMADD231PS  (R8)(DX*1), Z7, Z1
+	VBROADCASTSS (BX)(CX*2), Z7
+	VFMADD231PS  (R8)(DX*2), Z7, Z2
+	VBROADCASTSS (SI), Z7
+	VFMADD231PS  (R9), Z7, Z3
+	VBROADCASTSS (SI)(CX*1), Z7
+	VFMADD231PS  (R9)(DX*1), Z7, Z4
+	VBROADCASTSS (SI)(CX*2), Z7
+	VFMADD231PS  (R9)(DX*2), Z7, Z5
+	VBROADCASTSS (DI), Z7
+	VFMADD231PS  (R10), Z7, Z6
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m7v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m7v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	LEAQ   (SI)(CX*2), DI
+	ADDQ   CX, DI
+	MOVQ   b+24(FP), R8
+	LEAQ   (R8)(DX*2), R9
+	ADDQ   DX, R9
+	LEAQ   (R9)(DX*2), R10
+	ADDQ   DX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+
+loop:
+	VBROADCASTSS (BX), Z14
+	VFMADD231PS  (R8), Z14, Z0
+	VFMADD231PS  64(R8), Z14, Z1
+	VBROADCASTSS (BX)(CX*1), Z14
+	VFMADD231PS  (R8)(DX*1), Z14, Z2
+	VFMADD231PS  64(R8)(DX*1), Z14, Z3
+	VBROADCASTSS (BX)(CX*2), Z14
+	VFMADD231PS  (R8)(DX*2), Z14, Z4
+	VFMADD231PS  64(R8)(DX*2), Z14, Z5
+	VBROADCASTSS (SI), Z14
+	VFMADD231PS  (R9), Z14, Z6
+	VFMADD231PS  64(R9), Z14, Z7
+	VBROADCASTSS (SI)(CX*1), Z14
+	VFMADD231PS  (R9)(DX*1), Z14, Z8
+	VFMADD231PS  64(R9)(DX*1), Z14, Z9
+	VBROADCASTSS (SI)(CX*2), Z14
+	VFMADD231PS  (R9)(DX*2), Z14, Z10
+	VFMADD231PS  64(R9)(DX*2), Z14, Z11
+	VBROADCASTSS (DI), Z14
+	VFMADD231PS  (R10), Z14, Z12
+	VFMADD231PS  64(R10), Z14, Z13
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z10, (AX)
+	VMOVUPS      Z11, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m7v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m7v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	LEAQ    (SI)(CX*2), DI
+	ADDQ    CX, DI
+	MOVQ    b+24(FP), R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	MOVQ    c+40(FP), R11
+	MOVQ    ldc+48(FP), R12
+	SHLQ    $0x02, R12
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z6
+	VMOVUPS 64(R11), Z7
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z8
+	VMOVUPS 64(R11), Z9
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z10
+	VMOVUPS 64(R11), Z11
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z12
+	VMOVUPS 64(R11), Z13
+
+loop:
+	VBROADCASTSS (BX), Z14
+	VFMADD231PS  (R8), Z14, Z0
+	VFMADD231PS  64(R8), Z14, Z1
+	VBROADCASTSS (BX)(CX*1), Z14
+	VFMADD231PS  (R8)(DX*1), Z14, Z2
+	VFMADD231PS  64(R8)(DX*1), Z14, Z3
+	VBROADCASTSS (BX)(CX*2), Z14
+	VFMADD231PS  (R8)(DX*2), Z14, Z4
+	VFMADD231PS  64(R8)(DX*2), Z14, Z5
+	VBROADCASTSS (SI), Z14
+	VFMADD231PS  (R9), Z14, Z6
+	VFMADD231PS  64(R9), Z14, Z7
+	VBROADCASTSS (SI)(CX*1), Z14
+	VFMADD231PS  (R9)(DX*1), Z14, Z8
+	VFMADD231PS  64(R9)(DX*1), Z14, Z9
+	VBROADCASTSS (SI)(CX*2), Z14
+	VFMADD231PS  (R9)(DX*2), Z14, Z10
+	VFMADD231PS  64(R9)(DX*2), Z14, Z11
+	VBROADCASTSS (DI), Z14
+	VFMADD231PS  (R10), Z14, Z12
+	VFMADD231PS  64(R10), Z14, Z13
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z10, (AX)
+	VMOVUPS      Z11, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m8v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m8v1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	LEAQ   (SI)(CX*2), DI
+	ADDQ   CX, DI
+	MOVQ   b+24(FP), R8
+	LEAQ   (R8)(DX*2), R9
+	ADDQ   DX, R9
+	LEAQ   (R9)(DX*2), R10
+	ADDQ   DX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+loop:
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  (R8), Z8, Z0
+	VBROADCASTSS (BX)(CX*1), Z8
+	VFMADD231PS  (R8)(DX*1), Z8, Z1
+	VBROADCASTSS (BX)(CX*2), Z8
+	VFMADD231PS  (R8)(DX*2), Z8, Z2
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  (R9), Z8, Z3
+	VBROADCASTSS (SI)(CX*1), Z8
+	VFMADD231PS  (R9)(DX*1), Z8, Z4
+	VBROADCASTSS (SI)(CX*2), Z8
+	VFMADD231PS  (R9)(DX*2), Z8, Z5
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  (R10), Z8, Z6
+	VBROADCASTSS (DI)(CX*1), Z8
+	VFMADD231PS  (R10)(DX*1), Z8, Z7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z7, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m8v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m8v1acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	LEAQ    (SI)(CX*2), DI
+	ADDQ    CX, DI
+	MOVQ    b+24(FP), R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	MOVQ    c+40(FP), R11
+	MOVQ    ldc+48(FP), R12
+	SHLQ    $0x02, R12
+	VMOVUPS (R11), Z0
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z1
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z2
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z3
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z4
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z5
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z6
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z7
+
+loop:
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  (R8), Z8, Z0
+	VBROADCASTSS (BX)(CX*1), Z8
+	VFMADD231PS  (R8)(DX*1), Z8, Z1
+	VBROADCASTSS (BX)(CX*2), Z8
+	VFMADD231PS  (R8)(DX*2), Z8, Z2
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  (R9), Z8, Z3
+	VBROADCASTSS (SI)(CX*1), Z8
+	VFMADD231PS  (R9)(DX*1), Z8, Z4
+	VBROADCASTSS (SI)(CX*2), Z8
+	VFMADD231PS  (R9)(DX*2), Z8, Z5
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  (R10), Z8, Z6
+	VBROADCASTSS (DI)(CX*1), Z8
+	VFMADD231PS  (R10)(DX*1), Z8, Z7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z7, (AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m8v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m8v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	LEAQ   (SI)(CX*2), DI
+	ADDQ   CX, DI
+	MOVQ   b+24(FP), R8
+	LEAQ   (R8)(DX*2), R9
+	ADDQ   DX, R9
+	LEAQ   (R9)(DX*2), R10
+	ADDQ   DX, R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+loop:
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  (R8), Z16, Z0
+	VFMADD231PS  64(R8), Z16, Z1
+	VBROADCASTSS (BX)(CX*1), Z16
+	VFMADD231PS  (R8)(DX*1), Z16, Z2
+	VFMADD231PS  64(R8)(DX*1), Z16, Z3
+	VBROADCASTSS (BX)(CX*2), Z16
+	VFMADD231PS  (R8)(DX*2), Z16, Z4
+	VFMADD231PS  64(R8)(DX*2), Z16, Z5
+	VBROADCASTSS (SI), Z16
+	VFMADD231PS  (R9), Z16, Z6
+	VFMADD231PS  64(R9), Z16, Z7
+	VBROADCASTSS (SI)(CX*1), Z16
+	VFMADD231PS  (R9)(DX*1), Z16, Z8
+	VFMADD231PS  64(R9)(DX*1), Z16, Z9
+	VBROADCASTSS (SI)(CX*2), Z16
+	VFMADD231PS  (R9)(DX*2), Z16, Z10
+	VFMADD231PS  64(R9)(DX*2), Z16, Z11
+	VBROADCASTSS (DI), Z16
+	VFMADD231PS  (R10), Z16, Z12
+	VFMADD231PS  64(R10), Z16, Z13
+	VBROADCASTSS (DI)(CX*1), Z16
+	VFMADD231PS  (R10)(DX*1), Z16, Z14
+	VFMADD231PS  64(R10)(DX*1), Z16, Z15
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z10, (AX)
+	VMOVUPS      Z11, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z14, (AX)
+	VMOVUPS      Z15, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX512m8v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, AVX512F
+TEXT ·rowsAVX512m8v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	LEAQ    (SI)(CX*2), DI
+	ADDQ    CX, DI
+	MOVQ    b+24(FP), R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	MOVQ    c+40(FP), R11
+	MOVQ    ldc+48(FP), R12
+	SHLQ    $0x02, R12
+	VMOVUPS (R11), Z0
+	VMOVUPS 64(R11), Z1
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z2
+	VMOVUPS 64(R11), Z3
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z4
+	VMOVUPS 64(R11), Z5
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z6
+	VMOVUPS 64(R11), Z7
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z8
+	VMOVUPS 64(R11), Z9
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z10
+	VMOVUPS 64(R11), Z11
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z12
+	VMOVUPS 64(R11), Z13
+	ADDQ    R12, R11
+	VMOVUPS (R11), Z14
+	VMOVUPS 64(R11), Z15
+
+loop:
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  (R8), Z16, Z0
+	VFMADD231PS  64(R8), Z16, Z1
+	VBROADCASTSS (BX)(CX*1), Z16
+	VFMADD231PS  (R8)(DX*1), Z16, Z2
+	VFMADD231PS  64(R8)(DX*1), Z16, Z3
+	VBROADCASTSS (BX)(CX*2), Z16
+	VFMADD231PS  (R8)(DX*2), Z16, Z4
+	VFMADD231PS  64(R8)(DX*2), Z16, Z5
+	VBROADCASTSS (SI), Z16
+	VFMADD231PS  (R9), Z16, Z6
+	VFMADD231PS  64(R9), Z16, Z7
+	VBROADCASTSS (SI)(CX*1), Z16
+	VFMADD231PS  (R9)(DX*1), Z16, Z8
+	VFMADD231PS  64(R9)(DX*1), Z16, Z9
+	VBROADCASTSS (SI)(CX*2), Z16
+	VFMADD231PS  (R9)(DX*2), Z16, Z10
+	VFMADD231PS  64(R9)(DX*2), Z16, Z11
+	VBROADCASTSS (DI), Z16
+	VFMADD231PS  (R10), Z16, Z12
+	VFMADD231PS  64(R10), Z16, Z13
+	VBROADCASTSS (DI)(CX*1), Z16
+	VFMADD231PS  (R10)(DX*1), Z16, Z14
+	VFMADD231PS  64(R10)(DX*1), Z16, Z15
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z10, (AX)
+	VMOVUPS      Z11, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z14, (AX)
+	VMOVUPS      Z15, 64(AX)
+	VZEROUPPER
+	RET

@@ -63,3 +63,163 @@ func pgemmAVX512m3p2(k int, a *float32, lda int, b *float32, bstride int, c *flo
 //
 //go:noescape
 func pgemmAVX512m4p2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m1v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m1v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m1v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m1v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m1v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m1v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m1v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m1v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m2v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m2v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m2v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m2v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m2v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m2v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m2v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m2v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m3v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m3v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m3v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m3v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m3v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m3v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m3v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m3v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m4v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 4, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m4v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m4v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 4, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m4v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m4v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 4, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m4v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m4v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 4, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m4v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m5v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 5, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m5v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m5v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 5, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m5v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m5v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 5, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m5v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m5v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 5, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m5v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m6v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 6, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m6v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m6v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 6, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m6v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m6v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 6, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m6v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m6v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 6, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m6v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m7v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 7, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m7v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m7v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 7, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m7v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m7v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 7, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m7v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m7v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 7, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m7v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m8v1 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 8, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m8v1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m8v1acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 8, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m8v1acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m8v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 8, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m8v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX512m8v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 8, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX512m8v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)

@@ -5,7 +5,10 @@
 // at one to a few dozen rows that packing and those idle rows dominate.
 // Here W is packed once into panels of 32 output columns (Pack) and each
 // call runs an M×32 AVX-512 kernel (M = 1 … 8) reading x in place
-// (Packed.Mul), so no call packs anything.
+// (Packed.Mul), so no call packs anything. Rows is the product of a
+// decode step's attention: several rows each against a panel of its own
+// (one query row of each head against that head's keys), so that the
+// heads are independent chains in one call.
 //
 // The kernels are assembly generated with avo (asm/, its own module; `go
 // generate` rewrites kernel_amd64.s), chosen at run time with
@@ -38,10 +41,16 @@ const nr = 32
 type kernelFunc func(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
 
 // kernelSet holds the kernels by rows (index m-1): of one panel, and of
-// panelsFor(m) panels for m <= 4 (nil beyond).
+// panelsFor(m) panels for m <= 4 (nil beyond); and the row-panel kernels
+// of Rows by rows, vectors (index v-1: 16 or 32 columns) and whether they
+// accumulate into C.
 type kernelSet struct {
 	one, wide [maxRows]kernelFunc
+	rows      [maxRows][nr / lanes][2]kernelFunc
 }
+
+// lanes is the float32 lanes of one vector: Rows computes 16 or 32 columns.
+const lanes = 16
 
 // panelsFor is the panels the wide kernel of m rows computes at once: a
 // row of few accumulators needs several panels for independent chains.
@@ -143,9 +152,37 @@ var goKernels = func() (ks kernelSet) {
 				kernelGo(r+1, P, k, a, lda, b, bs, c, ldc)
 			}
 		}
+		for v := range nr / lanes {
+			for acc := range 2 {
+				ks.rows[r][v][acc] = func(k int, a *float32, lda int, b *float32, bs int, c *float32, ldc int) {
+					rowsGo(r+1, lanes*(v+1), acc == 1, k, a, lda, b, bs, c, ldc)
+				}
+			}
+		}
 	}
 	return ks
 }()
+
+// rowsGo is the row-panel kernels' contract for m rows and w columns:
+// C[i*ldc+j] (+)= Σ_p A[i*lda+p]·B[i*bs+p*32+j], an FMA per product, p in
+// order, from C's element where acc and from 0 elsewhere.
+func rowsGo(m, w int, acc bool, k int, a *float32, lda int, b *float32, bs int, c *float32, ldc int) {
+	A := unsafe.Slice(a, (m-1)*lda+k)
+	B := unsafe.Slice(b, (m-1)*bs+(k-1)*nr+w)
+	C := unsafe.Slice(c, (m-1)*ldc+w)
+	for i := range m {
+		for j := range w {
+			var s float32
+			if acc {
+				s = C[i*ldc+j]
+			}
+			for p := range k {
+				s = float32(math.FMA(float64(A[i*lda+p]), float64(B[i*bs+p*nr+j]), float64(s)))
+			}
+			C[i*ldc+j] = s
+		}
+	}
+}
 
 // kernelGo is the kernels' contract for m rows and P panels: an FMA per
 // product, p in order.
@@ -184,6 +221,37 @@ func Tile(c []float32, ldc int, a []float32, lda int, m, k int, panel []float32)
 	for i := 0; i < m; i += maxRows {
 		r := min(maxRows, m-i)
 		ks.one[r-1](k, &a[i*lda], lda, &panel[0], 0, &c[i*ldc], ldc)
+	}
+}
+
+// Rows sets C[i*ldc+j] = Σ_p A[i*lda+p]·b[i*bstride+p*32+j] for i < m,
+// j < w, p < k, or with acc adds to C (the FMA chain continued from C's
+// element): row i of A against a panel of its own (k groups of 32 values,
+// of which the first w are read), e.g. one query row of several heads
+// against each head's keys, or several heads' probabilities against each
+// head's values. w is 16 or 32. It runs the assembly where Available and
+// the Go emulation elsewhere.
+func Rows(c []float32, ldc int, a []float32, lda int, b []float32, bstride int, m, k, w int, acc bool) {
+	rows(kernels, c, ldc, a, lda, b, bstride, m, k, w, acc)
+}
+
+func rows(ks *kernelSet, c []float32, ldc int, a []float32, lda int, b []float32, bstride int, m, k, w int, acc bool) {
+	if m == 0 {
+		return
+	}
+	if k < 1 || (w != lanes && w != nr) || len(a) < (m-1)*lda+k || len(b) < (m-1)*bstride+(k-1)*nr+w || len(c) < (m-1)*ldc+w {
+		panic(fmt.Sprintf("pgemm: rows of %d rows, depth %d, width %d: a %d, b %d, c %d", m, k, w, len(a), len(b), len(c)))
+	}
+	if ks == nil {
+		ks = &goKernels
+	}
+	ac := 0
+	if acc {
+		ac = 1
+	}
+	for i := 0; i < m; i += maxRows {
+		r := min(maxRows, m-i)
+		ks.rows[r-1][w/lanes-1][ac](k, &a[i*lda], lda, &b[i*bstride], bstride, &c[i*ldc], ldc)
 	}
 }
 

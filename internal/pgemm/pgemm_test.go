@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gptlab/internal/testutil"
@@ -111,6 +112,77 @@ func TestTile(t *testing.T) {
 				if d := math.Abs(float64(c[i*sh.ldc+j]) - want); d > 1e-5 {
 					t.Fatalf("%+v: C[%d,%d] = %g, want %g", sh, i, j, c[i*sh.ldc+j], want)
 				}
+			}
+		}
+	}
+}
+
+// TestRows holds Rows' Go emulation to a float64 reference and, where it
+// runs, the assembly to the emulation bit for bit (the same FMA chain),
+// for every row count up to past one call, both widths, accumulating or
+// not; a negative control checks that the reference tells a row read
+// against another row's panel.
+func TestRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, sh := range []struct{ m, k, lda, bstride, ldc int }{
+		{1, 1, 1, 32, 16}, {2, 16, 32, 1024, 32}, {3, 7, 9, 7 * 32, 40}, {4, 32, 32, 1024, 32},
+		{5, 16, 80, 600, 33}, {8, 5, 5, 160, 32}, {11, 32, 40, 1100, 48},
+	} {
+		for _, w := range []int{16, 32} {
+			for _, acc := range []bool{false, true} {
+				t.Run(fmt.Sprintf("m%d_k%d_w%d_acc%v", sh.m, sh.k, w, acc), func(t *testing.T) {
+					a := randSlice(r, (sh.m-1)*sh.lda+sh.k)
+					b := randSlice(r, (sh.m-1)*sh.bstride+(sh.k-1)*nr+w)
+					c0 := randSlice(r, (sh.m-1)*sh.ldc+w)
+					want := func(bstride int) []float64 {
+						y := make([]float64, len(c0))
+						for i := range sh.m {
+							for j := range w {
+								var s float64
+								if acc {
+									s = float64(c0[i*sh.ldc+j])
+								}
+								for p := range sh.k {
+									s += float64(a[i*sh.lda+p]) * float64(b[i*bstride+p*nr+j])
+								}
+								y[i*sh.ldc+j] = s
+							}
+						}
+						return y
+					}
+					near := func(got []float32, want []float64) error {
+						for i := range sh.m {
+							for j := range w {
+								e := i*sh.ldc + j
+								if d := math.Abs(float64(got[e]) - want[e]); d > 1e-5*math.Sqrt(float64(sh.k+1)) {
+									return fmt.Errorf("C[%d,%d] = %g, want %g", i, j, got[e], want[e])
+								}
+							}
+						}
+						return nil
+					}
+					emu := slices.Clone(c0)
+					rows(&goKernels, emu, sh.ldc, a, sh.lda, b, sh.bstride, sh.m, sh.k, w, acc)
+					if err := near(emu, want(sh.bstride)); err != nil {
+						t.Fatal("go: ", err)
+					}
+					if sh.m > 1 && near(emu, want(0)) == nil {
+						t.Fatal("negative control: every row read against the first panel matched too")
+					}
+					for e := range emu { // the columns past w and the rows' gaps are left alone
+						if e%sh.ldc >= w && emu[e] != c0[e] {
+							t.Fatalf("element %d outside the %d columns written: %g, was %g", e, w, emu[e], c0[e])
+						}
+					}
+					if !Available() {
+						t.Skip("no AVX-512: the assembly is not run here")
+					}
+					asm := slices.Clone(c0)
+					Rows(asm, sh.ldc, a, sh.lda, b, sh.bstride, sh.m, sh.k, w, acc)
+					if !slices.Equal(asm, emu) {
+						t.Fatalf("assembly %v, emulation %v", asm, emu)
+					}
+				})
 			}
 		}
 	}

@@ -14,6 +14,16 @@
 // accumulator per element of C (two ZMM vectors per row and panel). P
 // panels at once give a row of few accumulators independent chains: the
 // kernels of one or two rows take four panels, of three or four rows two.
+//
+// Kernel rowsAVX512m{M}v{V}[acc] gives each row of A a panel of its own
+// (row i reads B + i·bstride) and computes the first 16·V columns of it:
+//
+//	C[i*ldc+j] = Σ_p A[i*lda+p] · B[i*bstride+p*32+j]   for i < M, j < 16·V
+//
+// the acc kernels starting each accumulator from C's element instead of
+// zero (one FMA chain continued over several calls). Attention's decode
+// step is M heads of one query row, each against its own head's keys or
+// values: M independent chains where one row against one panel has one.
 package main
 
 import (
@@ -37,6 +47,12 @@ func main() {
 	}
 	for m := 1; m <= 4; m++ {
 		gen(m, panelsFor(m))
+	}
+	for m := 1; m <= 8; m++ {
+		for v := 1; v <= nvec; v++ {
+			genRows(m, v, false)
+			genRows(m, v, true)
+		}
 	}
 	Generate()
 }
@@ -119,17 +135,106 @@ func gen(m, P int) {
 	DECQ(k)
 	JNZ(LabelRef("loop"))
 
+	storeTile(accs)
+}
+
+// storeTile stores the accumulators, row i's vector v at C + i·ldc + 16v,
+// and returns.
+func storeTile(accs [][]reg.VecVirtual) {
 	pc := Load(Param("c"), GP64())
 	ldc := Load(Param("ldc"), GP64())
 	SHLQ(Imm(2), ldc)
-	for i := range m {
-		for v := range w {
-			VMOVUPS(accs[i][v], Mem{Base: pc, Disp: 4 * v * lanes})
+	for i, row := range accs {
+		for v, acc := range row {
+			VMOVUPS(acc, Mem{Base: pc, Disp: 4 * v * lanes})
 		}
-		if i+1 < m {
+		if i+1 < len(accs) {
 			ADDQ(ldc, pc)
 		}
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// genRows generates rowsAVX512m{m}v{v}[acc]: m rows, each against its own
+// panel, v vectors of 16 columns each.
+func genRows(m, v int, acc bool) {
+	name := fmt.Sprintf("rowsAVX512m%dv%d", m, v)
+	how := "="
+	if acc {
+		name += "acc"
+		how = "+="
+	}
+	TEXT(name, NOSPLIT, "func(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets C[i*ldc+j] %s Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < %d, j < %d, p < k in order (k >= 1).", name, how, m, lanes*v))
+	k := Load(Param("k"), GP64())
+	// Row i's A at abase[i/3] + (i%3)·lda, its B at bbase[i/3] + (i%3)·bstride.
+	bases := func(param string, stride reg.Register) []reg.GPVirtual {
+		bs := make([]reg.GPVirtual, (m+2)/3)
+		for q := range bs {
+			bs[q] = GP64()
+			if q == 0 {
+				Load(Param(param), bs[0])
+				continue
+			}
+			LEAQ(Mem{Base: bs[q-1], Index: stride, Scale: 2}, bs[q])
+			ADDQ(stride, bs[q])
+		}
+		return bs
+	}
+	addr := func(bs []reg.GPVirtual, stride reg.Register, i, disp int) Mem {
+		mm := Mem{Base: bs[i/3], Disp: disp}
+		if r := i % 3; r > 0 {
+			mm.Index, mm.Scale = stride, uint8(r)
+		}
+		return mm
+	}
+	ld := Load(Param("lda"), GP64())
+	SHLQ(Imm(2), ld)
+	bst := Load(Param("bstride"), GP64())
+	SHLQ(Imm(2), bst)
+	ab, bb := bases("a", ld), bases("b", bst)
+	accs := make([][]reg.VecVirtual, m)
+	var pc, ldc reg.Register
+	if acc {
+		pc = Load(Param("c"), GP64())
+		ldc = Load(Param("ldc"), GP64())
+		SHLQ(Imm(2), ldc)
+	}
+	for i := range accs {
+		accs[i] = make([]reg.VecVirtual, v)
+		for j := range v {
+			accs[i][j] = ZMM()
+			if acc {
+				VMOVUPS(Mem{Base: pc, Disp: 4 * j * lanes}, accs[i][j])
+			} else {
+				VPXORD(accs[i][j], accs[i][j], accs[i][j])
+			}
+		}
+		if acc && i+1 < m {
+			ADDQ(ldc, pc)
+		}
+	}
+	ts := make([]reg.VecVirtual, m)
+	for i := range ts {
+		ts[i] = ZMM()
+	}
+	Label("loop")
+	for i := range m {
+		VBROADCASTSS(addr(ab, ld, i, 0), ts[i])
+		for j := range v {
+			VFMADD231PS(addr(bb, bst, i, 4*j*lanes), ts[i], accs[i][j])
+		}
+	}
+	for _, b := range ab {
+		ADDQ(U32(4), b)
+	}
+	for _, b := range bb {
+		ADDQ(U32(4*nr), b)
+	}
+	DECQ(k)
+	JNZ(LabelRef("loop"))
+
+	storeTile(accs)
 }
