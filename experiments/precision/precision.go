@@ -115,7 +115,10 @@ func runPrecision(ctx context.Context, cfg *precisionConfig, opt lab.Options) (*
 	if err != nil {
 		return nil, err
 	}
+	var how gemmRates
+	stepGEMMs(&how, runs[1].policy)
 	gemm := measureGEMMs(tc.Model, cfg.GEMMRuns)
+	gemm.linear, gemm.mode, gemm.choices = how.linear, how.mode, how.choices
 	return precisionReport(cfg, tc, runs, gemm)
 }
 

@@ -39,7 +39,7 @@ var gptShapes = []struct {
 // in float32 ("f32"). Threads follow GOMAXPROCS: run with -cpu 1,2.
 func BenchmarkGemm(b *testing.B) {
 	testutil.SkipSpeedEmulated(b)
-	defer func() { _ = SetPath(Paths()[0]) }()
+	defer func() { _ = SetPath("auto") }()
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, s := range gptShapes {
 		o := testOperands(s.aT, s.bT, s.m, s.n, s.k, normalVal(rng))
