@@ -34,7 +34,8 @@ func TestPrecisionLab(t *testing.T) {
 	}
 	for _, k := range []string{"val_loss_f32", "val_loss_bf16", "val_loss_fp16_scaled", "val_loss_fp16_noscale",
 		"skipped_steps_fp16_scaled", "saved_activation_bytes_f32", "saved_activation_bytes_bf16", "step_peak_bytes_f32",
-		"step_peak_bytes_bf16", "step_ms_f32", "step_ms_bf16", "grad_flush_fp16_noscale_ratio", "gemm_f32_gflop_per_s"} {
+		"step_peak_bytes_bf16", "step_ms_f32", "step_ms_bf16", "grad_flush_fp16_noscale_ratio", "gemm_f32_gflop_per_s",
+		"gemm_calibrated_shapes", "gemm_hardware_shapes", "step_speedup_bf16_ratio"} {
 		if _, ok := r.Metrics.Get(k); !ok {
 			t.Errorf("precision report has no metric %q", k)
 		}

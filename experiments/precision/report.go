@@ -337,7 +337,9 @@ func (g gemmRates) bestRates() string {
 // addCalibrationTable lists the calibration of each product shape of the
 // bf16 step: each path's rate and the one chosen.
 func addCalibrationTable(r *reports.Report, g gemmRates) {
+	r.Metric("gemm_calibrated_shapes", len(g.choices))
 	if len(g.choices) == 0 {
+		r.Metric("gemm_hardware_shapes", 0)
 		return
 	}
 	cols := []reports.Column{reports.Text("form"), reports.Text("m×n×k"), reports.Int("threads")}
@@ -362,7 +364,6 @@ func addCalibrationTable(r *reports.Report, g gemmRates) {
 		}
 		t.Row(append(row, c.Path, c.Rate(chosen)/c.Rate(0))...)
 	}
-	r.Metric("gemm_calibrated_shapes", len(g.choices))
 	r.Metric("gemm_hardware_shapes", hw)
 	t.Note("Timed by bf16gemm on first use of each shape (the best of at least %d interleaved calls of each path, on "+
 		"float32 operands holding bf16 values, the conversions to bf16 included), once for the process; a hardware "+
