@@ -123,30 +123,32 @@ func newMixed(p precision.Policy) (*mixed, error) {
 	return mp, nil
 }
 
-// forceGemm16 makes bf16 models multiply on internal/bf16gemm whatever
-// path it has (the tests run the speed path's graph on the widen path).
-var forceGemm16 bool
+// gemm16Override decides for the tests whether bf16 models multiply on
+// internal/bf16gemm: +1 always (the speed path's graph on any machine),
+// -1 never (the cast step with the model's BLAS), 0 as useGemm16 says.
+var gemm16Override int
 
 // useGemm16 reports whether the linear layers of a bf16 model multiply on
-// internal/bf16gemm: where its AMX path is available (the CPU has
-// AMX-BF16, the OS grants the tile state, the self-test passed and
-// GPTLAB_BF16 is not off) and chosen. Elsewhere its other paths are no
-// faster than the float32 GEMM (measured: README), so the casts' float32
-// temporaries go to internal/sgemm.
+// internal/bf16gemm: wherever it has a hardware path (VDPBF16PS or AMX,
+// GPTLAB_BF16 not off). It then takes, shape by shape, the path its
+// calibration measured fastest (or the one GPTLAB_BF16 forces): a shape on
+// widen is internal/sgemm on the float32 operands as the cast step runs
+// it, so nothing is lost where the hardware path is slower. Without a
+// hardware path the casts' float32 temporaries go to the model's BLAS.
 func useGemm16() bool {
-	if forceGemm16 {
-		return true
+	if gemm16Override != 0 {
+		return gemm16Override > 0
 	}
-	ok, _ := bf16gemm.AMXStatus()
-	return ok && bf16gemm.Path() == "amx"
+	return len(bf16gemm.Paths()) > 1
 }
 
 // GEMMPath says how the linear layers of a model built under policy p
 // multiply: "sgemm" (float32 operands, rounded to p's format when it is
-// 16-bit) or "bf16gemm/amx" (bf16 operands on AMX tiles).
+// 16-bit), or "bf16gemm/" and bf16gemm's mode: "auto" (each shape on the
+// path its calibration chose, bf16gemm.Choices) or the forced path.
 func GEMMPath(p precision.Policy) string {
 	if storage(p.Weights) == arena.BF16 && storage(p.Activations) == arena.BF16 && useGemm16() {
-		return "bf16gemm/" + bf16gemm.Path()
+		return "bf16gemm/" + bf16gemm.Mode()
 	}
 	return "sgemm"
 }

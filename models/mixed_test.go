@@ -276,15 +276,16 @@ func TestUnderflowCounted(t *testing.T) {
 func TestGemm16OnWidenIsTheCastStep(t *testing.T) {
 	p := tinyParams(t)
 	bf := WithPrecision(policy(t, "bf16"))
-	lc, gc := stepOf(t, p, 1, bf)
-	defer func(force bool, path string) {
-		forceGemm16 = force
-		if err := bf16gemm.SetPath(path); err != nil {
+	defer func(o int) {
+		gemm16Override = o
+		if err := bf16gemm.SetPath("auto"); err != nil {
 			t.Error(err)
 		}
-	}(forceGemm16, bf16gemm.Path())
-	forceGemm16 = true
-	for _, path := range bf16gemm.Paths() {
+	}(gemm16Override)
+	gemm16Override = -1
+	lc, gc := stepOf(t, p, 1, bf)
+	gemm16Override = 1
+	for _, path := range append(bf16gemm.Paths(), "auto") {
 		t.Run(path, func(t *testing.T) {
 			if err := bf16gemm.SetPath(path); err != nil {
 				t.Fatal(err)
@@ -365,8 +366,8 @@ func TestMixedStepAllocatesNothing(t *testing.T) {
 	if n := allocs(bf); n > plain {
 		t.Errorf("bf16 step: %v allocations, f32 step %v", n, plain)
 	}
-	defer func(force bool) { forceGemm16 = force }(forceGemm16)
-	forceGemm16 = true
+	defer func(o int) { gemm16Override = o }(gemm16Override)
+	gemm16Override = 1
 	if n := allocs(bf); n > plain {
 		t.Errorf("bf16 step on the speed path's graph: %v allocations, f32 step %v", n, plain)
 	}

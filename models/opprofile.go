@@ -76,6 +76,9 @@ func OpKind(op G.Op) string {
 	case arena.CastOp:
 		return s
 	}
+	if strings.HasPrefix(s, "Gemm16{") { // the bf16 product: by its transposes too
+		return "bf16 " + strings.TrimSuffix(strings.TrimPrefix(s, "Gemm16{"), "}")
+	}
 	if i := strings.IndexAny(s, "{("); i > 0 {
 		s = s[:i]
 	}

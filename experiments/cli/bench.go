@@ -15,6 +15,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/models"
+	"gptlab/precision"
 	"gptlab/reports"
 )
 
@@ -41,6 +42,7 @@ type benchConfig struct {
 	Warmup  int     `set:"warmup" help:"untimed steps before the timed ones"`
 	Exec    string  `set:"executor" help:"arena (the planned arena, the default) or tape (gorgonia's TapeMachine)"`
 	BLAS    string  `set:"blas" help:"matrix products: sgemm (default), gonum, or openblas in -tags openblas builds"`
+	Prec    string  `set:"precision" help:"precision policy: f32 (default), bf16, fp16 or fp16-noscale (casts in the graph)"`
 }
 
 // heapMetric is sampled for peak_heap_bytes: the bytes of live and
@@ -49,7 +51,7 @@ type benchConfig struct {
 const heapMetric = "/memory/classes/heap/objects:bytes"
 
 // benchDefaults: the small preset on the planned arena with gptlab's GEMM.
-var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm"}
+var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm", Prec: "f32"}
 
 // maxBenchSteps bounds --steps.
 const maxBenchSteps = 100_000
@@ -91,6 +93,7 @@ func benchTrainCommand(fs *flag.FlagSet) Runner {
 		r.Config.Set("warmup", bc.Warmup)
 		r.Config.Set("executor", bc.Exec)
 		r.Config.Set("blas", models.BLAS())
+		r.Config.Set("precision", bc.Prec)
 		r.Config.Set("steps", *steps)
 		r.Config.Set("seed", *seed)
 		return emit(r, *format, *out, stdout)
@@ -125,6 +128,13 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 	}
 	if err := models.SetBLAS(bc.BLAS); err != nil {
 		return nil, lab.Usagef("--set blas=%s: %v", bc.BLAS, err)
+	}
+	pol, err := precision.ParsePolicy(bc.Prec)
+	if err != nil {
+		return nil, lab.Usagef("--set precision=%s: %v", bc.Prec, err)
+	}
+	if pol.Mixed() {
+		opts = append(opts, models.WithPrecision(pol))
 	}
 	p := models.NewParams(mc, seed)
 	m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, opts...)

@@ -223,6 +223,9 @@ func execute(ctx context.Context, c *Command, args []string, stdout, stderr io.W
 	if err != nil {
 		return lab.Usagef("%s: %s (gptlab help %s lists the flags)", c.Name, flagMessage(fs, err, args), c.Name)
 	}
+	if err := envError(); err != nil {
+		return lab.Usagef("%v", err)
+	}
 	return run(ctx, pos, stdout, stderr)
 }
 

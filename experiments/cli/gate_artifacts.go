@@ -71,10 +71,10 @@ var artifacts = []artifact{
 				return fmt.Sprintf("activation bytes saved, always: %s of %s (%.2fx f32's)",
 					reports.FormatBytes(v[0]-v[1]), reports.FormatBytes(v[0]), v[2])
 			}},
-		{"precision", []string{"step_ms_f32", "step_ms_bf16", "gemm_f32_gflop_per_s", "gemm_bf16_widen_gflop_per_s"},
+		{"precision", []string{"step_ms_f32", "step_ms_bf16", "gemm_hardware_shapes", "gemm_calibrated_shapes"},
 			func(v []float64) string {
-				return fmt.Sprintf("speed-up: step %.2fx f32's (%.2f against %.2f ms), bf16 GEMM %.2fx f32's: %s",
-					v[0]/v[1], v[1], v[0], v[3]/v[2], fastPath(v[3]/v[2]))
+				return fmt.Sprintf("speed-up: step %.2fx f32's (%.2f against %.2f ms); %s",
+					v[0]/v[1], v[1], v[0], fastPath(int(v[2]), int(v[3])))
 			}},
 		{"precision", []string{"val_loss_f32", "val_loss_bf16"},
 			func(v []float64) string {
@@ -132,14 +132,17 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// fastPath says whether the measured 16-bit GEMM is a fast path: 1.2x
-// f32's at least (within that, the widened path and f32 are the same
-// work, and the difference is noise).
-func fastPath(ratio float64) string {
-	if ratio >= 1.2 {
-		return "this CPU has a fast 16-bit path"
+// fastPath says how many of the bf16 step's product shapes the
+// calibration put on a 16-bit hardware path (VDPBF16PS or AMX) because
+// it timed them faster than float32 FMA.
+func fastPath(hw, shapes int) string {
+	switch {
+	case shapes == 0:
+		return "no product shape calibrated (no bf16 hardware path, or one forced)"
+	case hw == 0:
+		return fmt.Sprintf("none of %d product shapes faster on VDPBF16PS/AMX here, so the saving is memory", shapes)
 	}
-	return "no fast 16-bit path on this CPU (no AMX), so the saving is memory"
+	return fmt.Sprintf("%d of %d product shapes on VDPBF16PS/AMX, where calibration timed them faster", hw, shapes)
 }
 
 // artifactRow is one row as the gate prints it.

@@ -24,6 +24,14 @@ func init() {
 	reports.NameKernel("paged decode", models.PagedKernel)
 }
 
+// envError is the first bad kernel-forcing environment variable (a
+// GPTLAB_BF16 that names no bf16 path or one this machine lacks): a
+// command refuses to run on it (exit 2) rather than run another kernel
+// than the one asked for.
+func envError() error {
+	return bf16gemm.EnvError()
+}
+
 // encDec is a format's conversion kernels: "avx512", or encode/decode
 // where they differ ("avx512bf16/avx512").
 func encDec(format string) string {

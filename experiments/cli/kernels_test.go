@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
+	"gptlab/internal/bf16gemm"
 	"gptlab/internal/crc32c"
 	"gptlab/models"
 	"gptlab/reports"
@@ -29,5 +33,46 @@ func TestEnvNamesTheKernelsInUse(t *testing.T) {
 	}
 	if v, _ := reports.CurrentEnv().Kernels.Get("crc32c"); v != "hash/crc32" {
 		t.Errorf("after SetKernel(hash/crc32) the env names %v", v)
+	}
+}
+
+// TestBadBF16Env: a GPTLAB_BF16 naming no path, or one this machine
+// lacks, stops a command with exit 2 and one line naming the variable and
+// the value; a path this machine runs is accepted (and named in the
+// report's kernels line). The test binary runs as gptlab, so the
+// variable is read at the process's start as it is in use.
+func TestBadBF16Env(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		code  int
+		says  string
+	}{
+		{"bogus", 2, "GPTLAB_BF16=bogus: unknown bf16 path"},
+		{"amx", 2, "GPTLAB_BF16=amx"}, // where AMX exists: 0 (below)
+		{"widen", 0, "bf16 matmul: widen (GPTLAB_BF16)"},
+	} {
+		cmd := exec.Command(os.Args[0], "run", "test-probe")
+		cmd.Env = append(os.Environ(), envAsMain+"=1", "GPTLAB_BF16="+tc.value)
+		var out, errs strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		code := 0
+		if e, ok := err.(*exec.ExitError); ok {
+			code = e.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if tc.value == "amx" && strings.Contains(strings.Join(bf16gemm.Paths(), " "), "amx") {
+			tc.code, tc.says = 0, "bf16 matmul: amx (GPTLAB_BF16)"
+		}
+		lines := stderrLines(errs.String())
+		switch {
+		case code != tc.code:
+			t.Errorf("GPTLAB_BF16=%s: exit %d, want %d; stderr %q", tc.value, code, tc.code, errs.String())
+		case code == 2 && (len(lines) != 1 || !strings.Contains(lines[0], tc.says)):
+			t.Errorf("GPTLAB_BF16=%s: stderr %q, want one line saying %q", tc.value, errs.String(), tc.says)
+		case code == 0 && !strings.Contains(strings.Join(strings.Fields(out.String()), " "), tc.says):
+			t.Errorf("GPTLAB_BF16=%s: the report does not say %q:\n%s", tc.value, tc.says, out.String())
+		}
 	}
 }

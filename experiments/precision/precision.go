@@ -21,9 +21,12 @@ import (
 // step keeps for the backward and of the whole step as the arena plans
 // them, the weights' bytes (float32 master and 16-bit copies), and the
 // step time. Mixed precision here is the casts in the graph
-// (models.WithPrecision); the speed path (bf16 GEMMs on AMX tiles) is
-// used where the CPU has it, and its GEMM rates are measured beside
-// float32's on the GPT's shapes wherever the lab runs.
+// (models.WithPrecision); bf16's linear layers run on internal/bf16gemm
+// where the CPU has VDPBF16PS or AMX, each shape on the path its
+// calibration timed fastest, and the lab reports the calibration, the
+// step's speed-up against its 1.3x target where some product took a
+// hardware path (the reason and the rates where none did), and the GEMM
+// rates of every path beside float32's on the GPT's shapes.
 
 // precisionConfig holds the settings of the precision lab.
 type precisionConfig struct {
@@ -115,7 +118,10 @@ func runPrecision(ctx context.Context, cfg *precisionConfig, opt lab.Options) (*
 	if err != nil {
 		return nil, err
 	}
+	var how gemmRates
+	stepGEMMs(&how, runs[1].policy)
 	gemm := measureGEMMs(tc.Model, cfg.GEMMRuns)
+	gemm.linear, gemm.mode, gemm.choices = how.linear, how.mode, how.choices
 	return precisionReport(cfg, tc, runs, gemm)
 }
 

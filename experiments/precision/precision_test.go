@@ -10,6 +10,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/experiments/lab/labtest"
+	"gptlab/internal/bf16gemm"
 	"gptlab/internal/testutil"
 	"gptlab/models"
 	"gptlab/precision"
@@ -33,7 +34,8 @@ func TestPrecisionLab(t *testing.T) {
 	}
 	for _, k := range []string{"val_loss_f32", "val_loss_bf16", "val_loss_fp16_scaled", "val_loss_fp16_noscale",
 		"skipped_steps_fp16_scaled", "saved_activation_bytes_f32", "saved_activation_bytes_bf16", "step_peak_bytes_f32",
-		"step_peak_bytes_bf16", "step_ms_f32", "step_ms_bf16", "grad_flush_fp16_noscale_ratio", "gemm_f32_gflop_per_s"} {
+		"step_peak_bytes_bf16", "step_ms_f32", "step_ms_bf16", "grad_flush_fp16_noscale_ratio", "gemm_f32_gflop_per_s",
+		"gemm_calibrated_shapes", "gemm_hardware_shapes", "step_speedup_bf16_ratio"} {
 		if _, ok := r.Metrics.Get(k); !ok {
 			t.Errorf("precision report has no metric %q", k)
 		}
@@ -102,6 +104,60 @@ func TestPrecisionChecksCanFail(t *testing.T) {
 				if want := c.Name != tc.check; c.Pass != want {
 					t.Errorf("check %q: pass = %v, want %v (%s)", c.Name, c.Pass, want, c.Detail)
 				}
+			}
+		})
+	}
+}
+
+// TestPrecisionSpeedCheck: where calibration put some of the bf16 step's
+// products on a hardware path, the step speed-up is a timed check that
+// passes at 1.4x f32's speed and fails at 1.1x; where every product
+// stayed on widen (or on sgemm) there is no such check, and the report
+// says why with the calibrated rates.
+func TestPrecisionSpeedCheck(t *testing.T) {
+	const name = "bf16 training step at least 1.3x faster than f32's"
+	choice := func(path string) bf16gemm.Choice {
+		return bf16gemm.Choice{M: 768, N: 512, K: 128, Paths: []string{"widen", "avx512bf16"},
+			Seconds: []float64{1e-3, 0.6e-3}, Rounds: 3, Path: path}
+	}
+	for _, tc := range []struct {
+		name    string
+		g       gemmRates
+		speedup float64
+		want    reports.Verdict // "" for no check
+		says    string
+	}{
+		{"hardware, 1.4x", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("avx512bf16"), choice("widen")}}, 1.4, reports.Pass, "1 of 2 product shapes"},
+		{"hardware, 1.1x", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("avx512bf16")}}, 1.1, reports.Fail, "1 of 1 product shapes"},
+		{"forced", gemmRates{linear: "bf16gemm/avx512bf16", mode: "avx512bf16"}, 1.1, reports.Fail, "forced"},
+		{"widen everywhere", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("widen")}}, 1.4, "", "Neither VDPBF16PS nor AMX beats float32 FMA"},
+		{"no hardware path", gemmRates{linear: "sgemm"}, 1.4, "", "No bf16 hardware path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := syntheticRuns(t)
+			runs[0].stepTimes, runs[1].stepTimes = nil, nil
+			for i := range 30 {
+				d := time.Duration(10+i%3) * time.Millisecond
+				runs[0].stepTimes = append(runs[0].stepTimes, d)
+				runs[1].stepTimes = append(runs[1].stepTimes, time.Duration(float64(d)/tc.speedup))
+			}
+			r := reports.New("precision", "checks")
+			precisionChecks(r, runs, tc.g)
+			speedNote(r, runs[0], runs[1], tc.g)
+			var got reports.Verdict
+			for _, c := range r.Checks {
+				if c.Name == name {
+					got = c.Verdict
+					if !strings.Contains(c.Detail, tc.says) {
+						t.Errorf("detail %q does not say %q", c.Detail, tc.says)
+					}
+				}
+			}
+			if got != tc.want {
+				t.Errorf("check %q: %q, want %q", name, got, tc.want)
+			}
+			if notes := strings.Join(r.Notes, " "); tc.want == "" && !strings.Contains(notes, tc.says) {
+				t.Errorf("notes %q do not say %q", notes, tc.says)
 			}
 		})
 	}

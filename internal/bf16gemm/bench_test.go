@@ -39,7 +39,7 @@ var gptShapes = []struct {
 // in float32 ("f32"). Threads follow GOMAXPROCS: run with -cpu 1,2.
 func BenchmarkGemm(b *testing.B) {
 	testutil.SkipSpeedEmulated(b)
-	defer func() { _ = SetPath(Paths()[0]) }()
+	defer func() { _ = SetPath("auto") }()
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, s := range gptShapes {
 		o := testOperands(s.aT, s.bT, s.m, s.n, s.k, normalVal(rng))
@@ -100,5 +100,34 @@ func BenchmarkDotTile(b *testing.B) {
 			}
 			b.ReportMetric(2*float64(dotMR*dotNR*2*pairs)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// BenchmarkGemmF32 reports GFLOP/s of GemmF32 (float32 operands holding
+// bf16 values, the bf16 policy's linear layers) on every path on the
+// GPT's linear-layer shapes: widen is internal/sgemm on them as they are,
+// the packed paths include the conversion. Run with -cpu 1,2.
+func BenchmarkGemmF32(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
+	defer func() { _ = SetPath("auto") }()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, s := range gptShapes[:10] {
+		o := testOperands(s.aT, s.bT, s.m, s.n, s.k, normalVal(rng))
+		af, bf := make([]float32, len(o.a)), make([]float32, len(o.b))
+		precision.DecodeBF16(af, o.a)
+		precision.DecodeBF16(bf, o.b)
+		flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
+		for _, p := range Paths() {
+			b.Run(fmt.Sprintf("%s_%dx%dx%d/%s", s.what, s.m, s.n, s.k, p), func(b *testing.B) {
+				if err := SetPath(p); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					GemmF32(trans(s.aT), trans(s.bT), s.m, s.n, s.k, af, o.lda, bf, o.ldb, o.c, o.ldc)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }

@@ -4,24 +4,32 @@
 // as internal/sgemm's Sgemm takes them), for the measured precision
 // optimization of mixed-precision training.
 //
-// It has three paths, chosen at run time (see Path):
+// It has three paths; which one a product takes is measured, not
+// preferred (calibrate.go): on the first product of each shape every path
+// the machine runs is timed on that shape for a few milliseconds, and the
+// shape keeps the fastest for the process (Path names the choices on
+// every report's kernels line, Choices lists their times).
+// GPTLAB_BF16=widen|avx512bf16|amx forces one for comparisons, off keeps
+// the hardware paths out; a value naming no path, or one the machine
+// lacks, is EnvError.
 //
 //   - "amx": AMX-BF16's TDPBF16PS on 16x16 tiles, a 32x32 block of C per
 //     kernel call. Go's assembler has no AMX mnemonics: the instructions
-//     are bytes (asm/, avo). It is used only where the CPU reports AMX-TILE
-//     and AMX-BF16, the OS enables the tile state in XCR0 and grants this
-//     process the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM,
+//     are bytes (asm/, avo). It is there only where the CPU reports
+//     AMX-TILE and AMX-BF16, the OS enables the tile state in XCR0 and
+//     grants this process the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM,
 //     XFEATURE_XTILEDATA)), and a self-test on first use agrees with the
 //     float32 reference; any failure disables it with a reason (AMXStatus).
-//     GPTLAB_BF16=off disables it too.
 //   - "avx512bf16": AVX512_BF16's VDPBF16PS on 12x32 register tiles (also
-//     bytes). It is correct everywhere it runs, but on the Xeon this was
-//     written on it is slower than internal/sgemm's float32 AVX-512 kernel
-//     (see the README's figures); callers use it only where a measurement
-//     shows it faster.
+//     bytes). On one Zen 5 core it runs 1.8x float32 FMA's rate; on the
+//     Xeons measured, about half of it; and its packing costs more than it
+//     saves on products of few columns: hence the calibration.
 //   - "widen": the operands widened to float32 (exactly) and multiplied by
 //     internal/sgemm: the path of every other machine and of the purego
 //     build.
+//
+// Gemm takes bf16 operands; GemmF32 float32 operands holding bf16 values
+// (the bf16 policy's linear layers), which widen multiplies as they are.
 //
 // The packed paths pack op(A) and op(B) into panels of bf16 pairs (each
 // dword holds the values at depths 2p and 2p+1, the even one in the low

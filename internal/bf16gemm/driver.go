@@ -1,9 +1,6 @@
 package bf16gemm
 
-import (
-	"sync"
-	"unsafe"
-)
+import "sync"
 
 // tileFunc computes an mr×nr tile of C from an A panel and a B panel of
 // the kernel's layouts over pairs depth pairs: C = A·B, or C += A·B when
@@ -120,84 +117,6 @@ func rowPanel(kern *kernel, o operands, bp []uint16, kp, pairs, i0 int, s *scrat
 		kern.tile(pairs, &s.a[0], panel, &s.t[0], nr, false)
 		for i := range rows {
 			copy(o.c[(i0+i)*o.ldc+j0:][:cols], s.t[i*nr:][:cols])
-		}
-	}
-}
-
-// packA packs rows [i0, i0+mr) of op(A), depth padded to kp, into dst in
-// the kernel's A layout; rows past m and depths past k are zero.
-func packA(kern *kernel, o operands, dst []uint16, kp, i0 int) {
-	mr := kern.mr
-	rows := min(mr, o.m-i0)
-	clear(dst[:mr*kp])
-	// at is where op(A)(i0+r, p) goes.
-	at := func(r, p int) int {
-		if kern.aRows {
-			return r*kp + p
-		}
-		return (p>>1)*2*mr + 2*r + p&1
-	}
-	if o.aT {
-		// op(A)(i, p) = a[p*lda + i]: read stored rows in order.
-		for p := range o.k {
-			src := o.a[p*o.lda+i0:][:rows]
-			for r, v := range src {
-				dst[at(r, p)] = v
-			}
-		}
-		return
-	}
-	for r := range rows {
-		src := o.a[(i0+r)*o.lda:][:o.k]
-		if kern.aRows {
-			copy(dst[r*kp:], src)
-			continue
-		}
-		for p, v := range src {
-			dst[(p>>1)*2*mr+2*r+p&1] = v
-		}
-	}
-}
-
-// packB packs all of op(B), depth padded to kp, into dst as panels of nr
-// columns of pairs: panel q at q*kp*nr holds op(B)(2p+h, q*nr+j) at
-// 2*(p*nr+j)+h; columns past n and depths past k are zero.
-func packB(kern *kernel, o operands, dst []uint16, kp int) {
-	nr := kern.nr
-	clear(dst)
-	for j0 := 0; j0 < o.n; j0 += nr {
-		panel := dst[(j0/nr)*kp*nr:][:kp*nr]
-		cols := min(nr, o.n-j0)
-		if o.bT {
-			// op(B)(p, j) = b[j*ldb + p]: a stored row holds column j's
-			// depths; pairs are adjacent, so copy dwords where aligned.
-			for j := range cols {
-				src := o.b[(j0+j)*o.ldb:][:o.k]
-				if len(src) >= 2 && uintptr(unsafe.Pointer(&src[0]))%4 == 0 {
-					n2 := len(src) / 2
-					s32 := unsafe.Slice((*uint32)(unsafe.Pointer(&src[0])), n2)
-					d32 := unsafe.Slice((*uint32)(unsafe.Pointer(&panel[0])), kp*nr/2)
-					for p, v := range s32 {
-						d32[p*nr+j] = v
-					}
-					if len(src)%2 == 1 {
-						panel[2*(n2*nr+j)] = src[len(src)-1]
-					}
-					continue
-				}
-				for p, v := range src {
-					panel[2*((p>>1)*nr+j)+p&1] = v
-				}
-			}
-			continue
-		}
-		// op(B)(p, j) = b[p*ldb + j]: rows of B interleave in pairs.
-		for p := range o.k {
-			src := o.b[p*o.ldb+j0:][:cols]
-			base := (p>>1)*2*nr + p&1
-			for j, v := range src {
-				panel[base+2*j] = v
-			}
 		}
 	}
 }

@@ -6,33 +6,89 @@ import (
 	"sync"
 
 	"gonum.org/v1/gonum/blas"
+
+	"gptlab/internal/sgemm"
+	"gptlab/precision"
 )
 
 // Gemm computes C = op(A)·op(B) with float32 accumulation, where A and B
 // are row-major matrices of bfloat16 bits, op(X) is X or Xᵀ as tA and tB
 // say, op(A) is m×k, op(B) is k×n and C (float32, row-major) is m×n; C is
-// overwritten. It runs on the path Path names, splitting large products
+// overwritten. It runs on the path chosen for its shape (calibrated on
+// first use, or forced: Path, Mode), splitting large products
 // across GOMAXPROCS goroutines (at most maxThreads). It panics on bad
 // arguments, naming the one at fault.
 func Gemm(tA, tB blas.Transpose, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int) {
 	o := operands{aT: tA != blas.NoTrans, bT: tB != blas.NoTrans, m: m, n: n, k: k,
 		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
-	o.check(tA, tB)
-	if m == 0 || n == 0 {
+	if o.trivial(tA, tB, len(a), len(b)) {
 		return
 	}
-	if k == 0 {
-		for i := range m {
-			clear(c[i*ldc : i*ldc+n])
-		}
-		return
-	}
-	p := current()
+	t := threads(m, n, k)
+	p := choose(shapeKey{aT: o.aT, bT: o.bT, m: m, n: n, k: k, threads: t})
 	if p.kern == nil {
 		widen(o)
 		return
 	}
-	run(p.kern, o, threads(m, n, k))
+	run(p.kern, o, t)
+}
+
+// GemmF32 is Gemm on operands held as float32 values that are bf16 values
+// (each exactly representable: the cast up of a bf16, as the bf16
+// policy's graph hands them to its linear layers), with float32 strides.
+// On the widen path it multiplies them as they are with internal/sgemm
+// (no conversion); on a packed path it converts them to bf16 bits
+// (exactly, rounding to nearest even) and multiplies those. A value that
+// is not a bf16 would be rounded on the packed paths and not on widen: the
+// caller guarantees there is none. The path is chosen per shape as Gemm's
+// (Path), calibrated apart from Gemm's: the conversions are its own.
+func GemmF32(tA, tB blas.Transpose, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	o := operands{aT: tA != blas.NoTrans, bT: tB != blas.NoTrans, m: m, n: n, k: k, lda: lda, ldb: ldb, c: c, ldc: ldc}
+	if o.trivial(tA, tB, len(a), len(b)) {
+		return
+	}
+	t := threads(m, n, k)
+	p := choose(shapeKey{f32: true, aT: o.aT, bT: o.bT, m: m, n: n, k: k, threads: t})
+	runF32(p, o, a, b, t)
+}
+
+// f32Pool holds the bf16 copies of GemmF32's operands on a packed path.
+var f32Pool = sync.Pool{New: func() any { return new([2][]uint16) }}
+
+// runF32 is GemmF32 on path p: o's a and b are unset, a32 and b32 its
+// operands.
+func runF32(p pathImpl, o operands, a32, b32 []float32, t int) {
+	na, nb := o.storedLen()
+	if p.kern == nil {
+		tA, tB := blas.NoTrans, blas.NoTrans
+		if o.aT {
+			tA = blas.Trans
+		}
+		if o.bT {
+			tB = blas.Trans
+		}
+		sgemm.Implementation{}.Sgemm(tA, tB, o.m, o.n, o.k, 1, a32[:na], o.lda, b32[:nb], o.ldb, 0, o.c, o.ldc)
+		return
+	}
+	s := f32Pool.Get().(*[2][]uint16)
+	s[0], s[1] = grow(s[0], na), grow(s[1], nb)
+	precision.EncodeBF16(s[0], a32[:na])
+	precision.EncodeBF16(s[1], b32[:nb])
+	o.a, o.b = s[0], s[1]
+	run(p.kern, o, t)
+	f32Pool.Put(s)
+}
+
+// storedLen is how many elements of a and b the operands span.
+func (o operands) storedLen() (na, nb int) {
+	ar, br := o.m, o.k // stored rows
+	if o.aT {
+		ar = o.k
+	}
+	if o.bT {
+		br = o.n
+	}
+	return (ar-1)*o.lda + stored(o.aT, o.m, o.k), (br-1)*o.ldb + stored(o.bT, o.k, o.n)
 }
 
 // operands is one checked call.
@@ -47,8 +103,25 @@ type operands struct {
 	ldc     int
 }
 
-// check panics unless the arguments describe valid matrices.
-func (o operands) check(tA, tB blas.Transpose) {
+// trivial checks the call (A and B of na and nb elements) and does it
+// if it has no products: C empty, or cleared for a zero depth.
+func (o operands) trivial(tA, tB blas.Transpose, na, nb int) bool {
+	o.check(tA, tB, na, nb)
+	if o.m == 0 || o.n == 0 {
+		return true
+	}
+	if o.k == 0 {
+		for i := range o.m {
+			clear(o.c[i*o.ldc : i*o.ldc+o.n])
+		}
+		return true
+	}
+	return false
+}
+
+// check panics unless the arguments describe valid matrices, A and B
+// of na and nb elements.
+func (o operands) check(tA, tB blas.Transpose, na, nb int) {
 	for _, t := range []blas.Transpose{tA, tB} {
 		if t != blas.NoTrans && t != blas.Trans && t != blas.ConjTrans {
 			panic(fmt.Sprintf("bf16gemm: bad transpose %v", t))
@@ -69,7 +142,7 @@ func (o operands) check(tA, tB blas.Transpose) {
 		name       string
 		rows, cols int
 		ld, have   int
-	}{{"a", ar, ac, o.lda, len(o.a)}, {"b", br, bc, o.ldb, len(o.b)}, {"c", o.m, o.n, o.ldc, len(o.c)}} {
+	}{{"a", ar, ac, o.lda, na}, {"b", br, bc, o.ldb, nb}, {"c", o.m, o.n, o.ldc, len(o.c)}} {
 		if x.ld < max(1, x.cols) {
 			panic(fmt.Sprintf("bf16gemm: ld%s = %d, want >= %d", x.name, x.ld, max(1, x.cols)))
 		}
@@ -93,88 +166,4 @@ func threads(m, n, k int) int {
 		return 1
 	}
 	return min(runtime.GOMAXPROCS(0), maxThreads)
-}
-
-// pathImpl is a way of computing Gemm: a packed kernel, or nil for widen.
-type pathImpl struct {
-	name string
-	kern *kernel
-}
-
-var (
-	pathOnce sync.Once
-	paths    []pathImpl // available, in order of preference (set once)
-	amxWhy   string     // why AMX is not available ("" if it is; set once)
-	pathMu   sync.Mutex
-	chosen   pathImpl
-)
-
-// initPaths finds the paths this machine runs (running the AMX checks and
-// self-test) on first use.
-func initPaths() { pathOnce.Do(findPaths) }
-
-func findPaths() {
-	if k, why := amxKernel(); k != nil {
-		paths = append(paths, pathImpl{"amx", k})
-	} else {
-		amxWhy = why
-	}
-	// Widen comes before VDPBF16PS: the float32 GEMM is the faster of the
-	// two where measured (README), so VDPBF16PS is a choice, not a default.
-	paths = append(paths, pathImpl{"widen", nil})
-	if k := dotKernel(); k != nil {
-		paths = append(paths, pathImpl{"avx512bf16", k})
-	}
-	pathMu.Lock()
-	chosen = paths[0]
-	pathMu.Unlock()
-}
-
-// current returns the path Gemm uses now.
-func current() pathImpl {
-	initPaths()
-	pathMu.Lock()
-	defer pathMu.Unlock()
-	return chosen
-}
-
-// Path names the path Gemm uses: "amx" where AMX-BF16 is available and
-// passed its self-test, else "widen"; SetPath changes it.
-func Path() string { return current().name }
-
-// Paths lists the paths this machine runs, the default first.
-func Paths() []string {
-	initPaths()
-	return pathNames()
-}
-
-func pathNames() []string {
-	names := make([]string, len(paths))
-	for i, p := range paths {
-		names[i] = p.name
-	}
-	return names
-}
-
-// SetPath makes Gemm use the path called name; it fails if this machine
-// cannot run it (for AMX, AMXStatus says why).
-func SetPath(name string) error {
-	initPaths()
-	pathMu.Lock()
-	defer pathMu.Unlock()
-	for _, p := range paths {
-		if p.name == name {
-			chosen = p
-			return nil
-		}
-	}
-	return fmt.Errorf("bf16gemm: path %q not available on this machine (have %v)", name, pathNames())
-}
-
-// AMXStatus reports whether the AMX path is available and, if not, why
-// (no AMX in the CPU, the OS's tile state not enabled or not granted,
-// GPTLAB_BF16=off, or the self-test's mismatch).
-func AMXStatus() (ok bool, reason string) {
-	initPaths()
-	return amxWhy == "", amxWhy
 }

@@ -17,15 +17,7 @@ var widenPool = sync.Pool{New: func() any { return new([2][]float32) }}
 // strides.
 func widen(o operands) {
 	w := widenPool.Get().(*[2][]float32)
-	ar, br := o.m, o.k // stored rows
-	if o.aT {
-		ar = o.k
-	}
-	if o.bT {
-		br = o.n
-	}
-	na := (ar-1)*o.lda + stored(o.aT, o.m, o.k)
-	nb := (br-1)*o.ldb + stored(o.bT, o.k, o.n)
+	na, nb := o.storedLen()
 	w[0], w[1] = grow(w[0], na), grow(w[1], nb)
 	precision.DecodeBF16(w[0], o.a[:na])
 	precision.DecodeBF16(w[1], o.b[:nb])

@@ -3,7 +3,6 @@ package ops
 import (
 	"fmt"
 	"hash"
-	"sync"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
@@ -12,17 +11,16 @@ import (
 
 	"gptlab/internal/bf16gemm"
 	"gptlab/planner/arena"
-	"gptlab/precision"
 )
 
-// Gemm16 is op(a)·op(b) of two float32 matrices with both operands
-// rounded to bfloat16 and the products summed in float32, on
-// internal/bf16gemm (its AMX tiles where it chose them): the linear
+// Gemm16 is op(a)·op(b) of two float32 matrices holding bfloat16 values,
+// the products summed in float32, on internal/bf16gemm's GemmF32 (on the
+// path its calibration chose for the shape, or GPTLAB_BF16's): the linear
 // layers' product on the bf16 policy's speed path. Its operands there are
-// the cast ups of bf16 values, so the rounding is exact and the result is
+// the cast ups of bf16 values, as GemmF32 requires, and the result is
 // arena.MatMul's on the same operands up to the order of the float32 sums
-// (bitwise equal on bf16gemm's widen path, which widens and calls
-// internal/sgemm). a is (M, K), or (K, M) with transA; b (K, N), or (N, K)
+// (bitwise equal where the shape runs on bf16gemm's widen path, which is
+// internal/sgemm on the operands as they are). a is (M, K), or (K, M) with transA; b (K, N), or (N, K)
 // with transB; the result (M, N).
 func Gemm16(a, b *G.Node, transA, transB bool) (*G.Node, error) {
 	return G.ApplyOp(gemm16Op{transA: transA, transB: transB}, a, b)
@@ -64,12 +62,6 @@ func (op gemm16Op) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
 	return bindKernel(op, out, in)
 }
 
-// gemm16Scratch holds the bf16 copies of one product's operands, reused
-// across calls (a warm call allocates nothing). They live outside the
-// planned arena: the speed path's conversion buffers, as large as the
-// largest product's operands.
-var gemm16Scratch = sync.Pool{New: func() any { return new([2][]uint16) }}
-
 func (op gemm16Op) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
@@ -88,7 +80,7 @@ func (op gemm16Op) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if op.transA {
 		k = in[0].Shape[0]
 	}
-	a, b, c := in[0].F32, in[1].F32, out.F32
+	a, b, c := in[0].F32, in[1].F32, out.F32 // a and b hold bf16 values: GemmF32's contract
 	lda, ldb := in[0].Shape[1], in[1].Shape[1]
 	tA, tB := blas.NoTrans, blas.NoTrans
 	if op.transA {
@@ -97,22 +89,7 @@ func (op gemm16Op) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if op.transB {
 		tB = blas.Trans
 	}
-	return func() {
-		s := gemm16Scratch.Get().(*[2][]uint16)
-		s[0], s[1] = grow16(s[0], len(a)), grow16(s[1], len(b))
-		precision.EncodeBF16(s[0], a)
-		precision.EncodeBF16(s[1], b)
-		bf16gemm.Gemm(tA, tB, m, n, k, s[0], lda, s[1], ldb, c, n)
-		gemm16Scratch.Put(s)
-	}, nil
-}
-
-// grow16 is s with n elements (contents undefined).
-func grow16(s []uint16, n int) []uint16 {
-	if cap(s) < n {
-		return make([]uint16, n)
-	}
-	return s[:n]
+	return func() { bf16gemm.GemmF32(tA, tB, m, n, k, a, lda, b, ldb, c, n) }, nil
 }
 
 func (op gemm16Op) String() string {
@@ -126,4 +103,17 @@ func (gemm16Op) DiffWRT(int) []bool       { return []bool{true, true} }
 // linear layer's gradient products run on the same path as its forward).
 func (op gemm16Op) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return arena.MatMulGrads(in[0], in[1], grad, op.transA, op.transB, Gemm16)
+}
+
+// Flops is a product's 2·m·n·k (FlopCounter).
+func (op gemm16Op) Flops(in []tensor.Shape) float64 {
+	a, b := in[0], in[1]
+	m, k, n := a[0], a[1], b[1]
+	if op.transA {
+		m, k = a[1], a[0]
+	}
+	if op.transB {
+		n = b[0]
+	}
+	return 2 * float64(m) * float64(n) * float64(k)
 }

@@ -1,0 +1,198 @@
+package bf16gemm
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"gptlab/precision"
+)
+
+// Which path is fastest depends on the CPU and on the shape: VDPBF16PS
+// runs 1.8x float32's FMA rate on one Zen 5 core and about half of it on
+// the Xeons measured, and where the kernel is faster its packing can
+// still cost more than it saves on a product of few columns. So no path
+// is preferred by rule: on the first product of each shape (m, n, k, the
+// transposes, the operands' type and the goroutines it splits over) every
+// path this machine runs is timed on that shape, a few interleaved calls
+// each on operands of the shape's size, and the shape keeps the fastest
+// for the process. A shape costs a few milliseconds once (the baby GPT's
+// step has about a dozen); the products' results are each path's own,
+// deterministic for a given choice, and the choices are named in every
+// report (Path) and listed with their times (Choices).
+
+// shapeKey is a product's shape as calibration tells them apart.
+type shapeKey struct {
+	f32     bool // GemmF32's (float32 operands) rather than Gemm's
+	aT, bT  bool
+	m, n, k int
+	threads int
+}
+
+// Choice is one shape's calibration: the time of a call on each path this
+// machine runs (the best of the rounds) and the path chosen.
+type Choice struct {
+	F32            bool // operands as float32 (GemmF32), else bf16 (Gemm)
+	ATrans, BTrans bool
+	M, N, K        int
+	Threads        int
+	Paths          []string  // the candidates, as Paths lists them
+	Seconds        []float64 // each candidate's best time per call
+	Rounds         int
+	Path           string // the path chosen: the shape's products take it
+	chosen         int    // Path's index
+}
+
+// Rate is candidate i's GFLOP/s.
+func (c Choice) Rate(i int) float64 { return 2 * float64(c.M*c.N) * float64(c.K) / c.Seconds[i] / 1e9 }
+
+// Form is the product's form: "A·Bᵀ", "A·B", "Aᵀ·B" or "Aᵀ·Bᵀ".
+func (c Choice) Form() string {
+	a, b := "A", "B"
+	if c.ATrans {
+		a += "ᵀ"
+	}
+	if c.BTrans {
+		b += "ᵀ"
+	}
+	return a + "·" + b
+}
+
+func (c Choice) String() string {
+	in := "bf16"
+	if c.F32 {
+		in = "f32"
+	}
+	th := "1 thread"
+	if c.Threads > 1 {
+		th = fmt.Sprintf("%d threads", c.Threads)
+	}
+	return fmt.Sprintf("%s %d×%d×%d (%s operands, %s): %s", c.Form(), c.M, c.N, c.K, in, th, c.Path)
+}
+
+// Choices lists the shapes calibrated so far, in order of shape.
+func Choices() []Choice {
+	pathMu.Lock()
+	defer pathMu.Unlock()
+	var cs []Choice
+	for _, c := range choices {
+		cs = append(cs, *c)
+	}
+	slices.SortFunc(cs, func(a, b Choice) int {
+		for _, d := range []int{b2i(a.F32) - b2i(b.F32), b2i(a.ATrans) - b2i(b.ATrans), b2i(a.BTrans) - b2i(b.BTrans),
+			a.M - b.M, a.N - b.N, a.K - b.K, a.Threads - b.Threads} {
+			if d != 0 {
+				return d
+			}
+		}
+		return 0
+	})
+	return cs
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ResetCalibration forgets every shape's choice (the next product of each
+// calibrates again): for comparisons and tests.
+func ResetCalibration() {
+	pathMu.Lock()
+	choices = nil
+	pathMu.Unlock()
+}
+
+// The calibration's rounds: at least minRounds of every candidate, more
+// until calBudget is spent or maxRounds; one warm call each first.
+const (
+	minRounds = 3
+	maxRounds = 9
+	calBudget = 20 * time.Millisecond
+)
+
+// margin is how much faster than widen a hardware path must time to be
+// chosen: two paths within it are the same speed to this measurement, and
+// widen (float32 FMA, no bf16 contract) is then kept, so that a tie does
+// not flip between runs on noise.
+const margin = 0.03
+
+// clock times a call (tests replace it to decide calibrations).
+var clock = func(p pathImpl, f func()) float64 {
+	t0 := time.Now()
+	f()
+	return time.Since(t0).Seconds()
+}
+
+// calibrate times every candidate on key's shape and returns the choice.
+func calibrate(key shapeKey, cands []pathImpl) *Choice {
+	c := &Choice{F32: key.f32, ATrans: key.aT, BTrans: key.bT, M: key.m, N: key.n, K: key.k, Threads: key.threads}
+	calls := calibrationCalls(key, cands)
+	best := make([]float64, len(cands))
+	for i := range best {
+		best[i] = math.Inf(1)
+		c.Paths = append(c.Paths, cands[i].name)
+		calls[i]() // warm: panels, pools, caches
+	}
+	t0 := time.Now()
+	for c.Rounds < maxRounds && (c.Rounds < minRounds || time.Since(t0) < calBudget) {
+		for i, p := range cands {
+			best[i] = min(best[i], clock(p, calls[i]))
+		}
+		c.Rounds++
+	}
+	c.Seconds = best
+	for i := range cands {
+		if cands[i].kern != nil && best[i] < (1-margin)*best[0] && best[i] < best[c.chosen] {
+			c.chosen = i
+		}
+	}
+	c.Path = cands[c.chosen].name
+	return c
+}
+
+// calibrationCalls are key's product on each candidate path, on operands
+// of its shape with tight strides and fixed values (normal-ish numbers
+// rounded to bf16; the kernels' speed does not depend on them).
+func calibrationCalls(key shapeKey, cands []pathImpl) []func() {
+	seed := uint32(7)
+	val := func() float32 {
+		seed = seed*1664525 + 1013904223
+		return float32(int32(seed>>8)-1<<23) / (1 << 23)
+	}
+	o := operands{aT: key.aT, bT: key.bT, m: key.m, n: key.n, k: key.k, lda: key.k, ldb: key.n, ldc: key.n}
+	if key.aT {
+		o.lda = key.m
+	}
+	if key.bT {
+		o.ldb = key.k
+	}
+	na, nb := o.storedLen()
+	a32, b32 := make([]float32, na), make([]float32, nb)
+	for _, x := range [][]float32{a32, b32} {
+		for i := range x {
+			x[i] = val()
+		}
+	}
+	o.a, o.b = make([]uint16, na), make([]uint16, nb)
+	precision.EncodeBF16(o.a, a32)
+	precision.EncodeBF16(o.b, b32)
+	precision.DecodeBF16(a32, o.a)
+	precision.DecodeBF16(b32, o.b)
+	o.c = make([]float32, key.m*key.n)
+	calls := make([]func(), len(cands))
+	for i, p := range cands {
+		switch {
+		case key.f32:
+			calls[i] = func() { runF32(p, o, a32, b32, key.threads) }
+		case p.kern == nil:
+			calls[i] = func() { widen(o) }
+		default:
+			calls[i] = func() { run(p.kern, o, key.threads) }
+		}
+	}
+	return calls
+}
