@@ -76,10 +76,13 @@ func (t RatioTarget) maxRounds() int {
 func (t RatioTarget) Sample(ctx context.Context, have []float64, round func() (float64, error)) (reports.Timing, error) {
 	xs := slices.Clone(have)
 	n0 := t.minRounds()
-	start := time.Now()
+	var start time.Time // when the first n0 rounds were in: the budget is for the rounds past them
 	look, next := 1, max(n0, len(xs))
 	for {
-		stop := round == nil || len(xs) >= t.maxRounds() || len(xs) >= n0 && time.Since(start) >= t.Budget
+		if start.IsZero() && len(xs) >= n0 {
+			start = time.Now()
+		}
+		stop := round == nil || len(xs) >= t.maxRounds() || !start.IsZero() && time.Since(start) >= t.Budget
 		if len(xs) >= next || stop {
 			tm := t.timing(xs, lookAlpha(look))
 			if tm.Verdict() != reports.Inconclusive || stop {

@@ -172,7 +172,7 @@ func TestRatioTargetSequentialErrors(t *testing.T) {
 }
 
 // TestRatioTargetBudget: the budget stops a sampling that cannot decide,
-// after the first rounds; a cancelled context stops it with its error.
+// and is spent on the rounds after the first ten; a cancelled context stops it with its error.
 func TestRatioTargetBudget(t *testing.T) {
 	slow := synthetic(9, 1.0, 0.5, 0)
 	rounds := 0
@@ -184,6 +184,16 @@ func TestRatioTargetBudget(t *testing.T) {
 	})
 	if err != nil || tm.Verdict() != reports.Inconclusive || tm.Rounds < 10 || tm.Rounds > 40 {
 		t.Errorf("budget 30ms of 2ms rounds: %d rounds, %s, %v", tm.Rounds, tm.Verdict(), err)
+	}
+	// The budget is for the rounds past the first ten: ten rounds of 5 ms
+	// spend more than a 30 ms budget, and rounds still follow them.
+	slow = synthetic(9, 1.0, 0.5, 0)
+	tm, err = rt.Sample(context.Background(), nil, func() (float64, error) {
+		time.Sleep(5 * time.Millisecond)
+		return slow()
+	})
+	if err != nil || tm.Rounds <= 10 {
+		t.Errorf("budget 30ms after ten 5ms rounds: %d rounds, %v; want rounds past the first ten", tm.Rounds, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

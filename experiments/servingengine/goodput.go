@@ -151,9 +151,8 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 
 	// Rounds at fixed's peak rate: fresh arrivals each, the sweep's run
 	// the first; a round's figure is fixed's goodput over continuous's.
-	// The first ten rounds are measured here, so that the budget is for the
-	// rounds past them, as --set goodput-budget says (the sampler's clock
-	// starts when it is called).
+	// The sampler measures the first ten rounds whatever they take; the
+	// budget is for the rounds past them, as --set goodput-budget says.
 	have := []float64{ratio(pk.fixedG, pk.contG)}
 	seed := uint64(el.opt.Seed) + 0x700
 	var rounds []*gpoint
@@ -165,13 +164,6 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 		}
 		rounds = append(rounds, p)
 		return ratio(p.fixedG, p.contG), nil
-	}
-	for len(have) < goodputRounds {
-		x, err := round()
-		if err != nil {
-			return err
-		}
-		have = append(have, x)
 	}
 	tm, err := lab.RatioTarget{Target: 0.5, Budget: cfg.GoodputBudget, MinRounds: goodputRounds}.Sample(ctx, have, round)
 	if err != nil {
