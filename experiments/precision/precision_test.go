@@ -110,12 +110,12 @@ func TestPrecisionChecksCanFail(t *testing.T) {
 }
 
 // TestPrecisionSpeedCheck: where calibration put some of the bf16 step's
-// products on a hardware path, the step speed-up is a timed check that
-// passes at 1.4x f32's speed and fails at 1.1x; where every product
-// stayed on widen (or on sgemm) there is no such check, and the report
-// says why with the calibrated rates.
+// products on a hardware path, the step speed-up is decided against its
+// 1.3x target (met at 1.4x f32's speed, missed at 1.1x) and reported in a
+// note, never as a check; where every product stayed on widen (or on
+// sgemm) there is no target, and the report says why with the rates.
 func TestPrecisionSpeedCheck(t *testing.T) {
-	const name = "bf16 training step at least 1.3x faster than f32's"
+	const name = "Speed target, bf16 training step at least 1.3x faster than f32's: "
 	choice := func(path string) bf16gemm.Choice {
 		return bf16gemm.Choice{M: 768, N: 512, K: 128, Paths: []string{"widen", "avx512bf16"},
 			Seconds: []float64{1e-3, 0.6e-3}, Rounds: 3, Path: path}
@@ -124,12 +124,12 @@ func TestPrecisionSpeedCheck(t *testing.T) {
 		name    string
 		g       gemmRates
 		speedup float64
-		want    reports.Verdict // "" for no check
+		want    string // the target's word; "" for no target
 		says    string
 	}{
-		{"hardware, 1.4x", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("avx512bf16"), choice("widen")}}, 1.4, reports.Pass, "1 of 2 product shapes"},
-		{"hardware, 1.1x", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("avx512bf16")}}, 1.1, reports.Fail, "1 of 1 product shapes"},
-		{"forced", gemmRates{linear: "bf16gemm/avx512bf16", mode: "avx512bf16"}, 1.1, reports.Fail, "forced"},
+		{"hardware, 1.4x", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("avx512bf16"), choice("widen")}}, 1.4, "met", "1 of 2 product shapes"},
+		{"hardware, 1.1x", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("avx512bf16")}}, 1.1, "missed", "1 of 1 product shapes"},
+		{"forced", gemmRates{linear: "bf16gemm/avx512bf16", mode: "avx512bf16"}, 1.1, "missed", "forced"},
 		{"widen everywhere", gemmRates{linear: "bf16gemm/auto", mode: "auto", choices: []bf16gemm.Choice{choice("widen")}}, 1.4, "", "Neither VDPBF16PS nor AMX beats float32 FMA"},
 		{"no hardware path", gemmRates{linear: "sgemm"}, 1.4, "", "No bf16 hardware path"},
 	} {
@@ -144,19 +144,19 @@ func TestPrecisionSpeedCheck(t *testing.T) {
 			r := reports.New("precision", "checks")
 			precisionChecks(r, runs, tc.g)
 			speedNote(r, runs[0], runs[1], tc.g)
-			var got reports.Verdict
 			for _, c := range r.Checks {
-				if c.Name == name {
-					got = c.Verdict
-					if !strings.Contains(c.Detail, tc.says) {
-						t.Errorf("detail %q does not say %q", c.Detail, tc.says)
-					}
+				if strings.Contains(c.Name, "faster than f32") {
+					t.Errorf("a check on the speed target: %q", c.Name)
 				}
 			}
-			if got != tc.want {
-				t.Errorf("check %q: %q, want %q", name, got, tc.want)
+			notes := strings.Join(r.Notes, " ")
+			if tc.want != "" && !strings.Contains(notes, name+tc.want) {
+				t.Errorf("notes %q do not say %q", notes, name+tc.want)
 			}
-			if notes := strings.Join(r.Notes, " "); tc.want == "" && !strings.Contains(notes, tc.says) {
+			if tc.want == "" && strings.Contains(notes, name) {
+				t.Errorf("notes %q state a target with no hardware path", notes)
+			}
+			if !strings.Contains(notes, tc.says) {
 				t.Errorf("notes %q do not say %q", notes, tc.says)
 			}
 		})
