@@ -220,16 +220,6 @@ func speedNote(r *reports.Report, f32, bf16 *policyRun, g gemmRates) {
 	}
 }
 
-// pathRatios lists each bf16gemm path's rate over float32's on the
-// largest shape: "0.80x (widen), 0.52x (avx512bf16)".
-func pathRatios(g gemmRates) string {
-	var parts []string
-	for _, p := range g.paths {
-		parts = append(parts, fmt.Sprintf("%.2fx (%s)", g.largest(p), p))
-	}
-	return strings.Join(parts, ", ")
-}
-
 func errOrOK(err error) string {
 	if err == nil {
 		return "no value overwritten while live"
@@ -375,8 +365,6 @@ func addCalibrationTable(r *reports.Report, g gemmRates) {
 		"path is chosen where it beats widen (internal/sgemm on the float32 operands) by more than 3%%. "+
 		"GPTLAB_BF16=widen|avx512bf16|amx forces one.", rounds)
 }
-
-// pathRatios lists
 
 // largestShape is the index of the shape of most work.
 func (g gemmRates) largestShape() int {
