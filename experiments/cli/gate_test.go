@@ -172,7 +172,7 @@ func TestReportCommand(t *testing.T) {
 // their unit suffix or what they time, table columns by their header
 // (a Duration column, unit "s", is a timing by its type).
 var (
-	timingMetric = regexp.MustCompile(`(^|_)(ms|us|seconds)(_|$)|_per_s$|_s$|step_time_ratio|latency_ratio|gflop|` +
+	timingMetric = regexp.MustCompile(`(^|_)(ms|us|seconds)(_|$)|_per_s$|_s$|step_time_ratio|latency_ratio|speedup|gflop|` +
 		`tape_allocs_per_step`) // the TapeMachine's allocations: sync.Pool reuse depends on when the GC ran
 	timingColumn = regexp.MustCompile(`\bms\b|\(s\)|time|spread|GB/s|/s$|\bns\b|^runs$|^wall|^plan$|^mean plan$|` +
 		`^simulation$|^sweep$|^compute$|^exposed$|overlap|^saved$|^bf16 |^f32 sgemm$|/ f32$|` +
