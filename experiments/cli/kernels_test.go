@@ -9,6 +9,7 @@ import (
 	"gptlab/internal/bf16gemm"
 	"gptlab/internal/crc32c"
 	"gptlab/models"
+	"gptlab/parallel"
 	"gptlab/reports"
 )
 
@@ -51,11 +52,14 @@ func TestBadBF16Env(t *testing.T) {
 		{"amx", 2, "GPTLAB_BF16=amx"}, // where AMX exists: 0 (below)
 		{"widen", 0, "bf16 matmul: widen (GPTLAB_BF16)"},
 	} {
-		cmd := exec.Command(os.Args[0], "run", "test-probe")
+		cmd, err := parallel.Command(os.Args[0], "run", "test-probe") // through the emulator where the tests run under one
+		if err != nil {
+			t.Fatal(err)
+		}
 		cmd.Env = append(os.Environ(), envAsMain+"=1", "GPTLAB_BF16="+tc.value)
 		var out, errs strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errs
-		err := cmd.Run()
+		err = cmd.Run()
 		code := 0
 		if e, ok := err.(*exec.ExitError); ok {
 			code = e.ExitCode()
