@@ -31,8 +31,8 @@ import (
 // computes each block of scores and its rows' softmax while the block is
 // still in cache, never writing the whole (N, T, T) scores to memory and
 // reading them back: the same bits as the two ops (the same products by
-// the same blocks, then the same row softmax), a third less time on the
-// long shape's attention. Their
+// the same blocks, then the same row softmax), in a third less time than
+// the two on the long shape (BenchmarkCausalProbs). Their
 // gradients are each other: for s = CausalScores(q, k), dq = CausalApply(ds,
 // k) and dk = causalApplyT(ds, q) (ds is lower triangular too); for y =
 // CausalApply(p, v), dp = CausalScores(dy, v) (only its lower triangle is
@@ -159,17 +159,17 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 				}
 			}
 			switch op.kind {
-			case causalScores: // rows r0..r1 of a·bᵀ up to column r1, then zero above the diagonal
+			case causalScores, causalProbs:
+				// rows r0..r1 of a·bᵀ up to column r1, then zero above the
+				// diagonal, or (probs) each row's softmax while in cache
 				dd := in[0].Shape[2]
 				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, dd, 1, a[r0*dd:], dd, b, dd, 0, c[r0*T:], T)
 				for i := r0; i < r1; i++ {
-					clear(c[i*T+i+1 : (i+1)*T])
-				}
-			case causalProbs: // the same rows of scores, then each row's softmax while the block is in cache
-				dd := in[0].Shape[2]
-				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, dd, 1, a[r0*dd:], dd, b, dd, 0, c[r0*T:], T)
-				for i := r0; i < r1; i++ {
-					softmaxPrefix32(c[i*T:(i+1)*T], c[i*T:(i+1)*T], i+1, float32(op.scale))
+					if op.kind == causalProbs {
+						softmaxPrefix32(c[i*T:(i+1)*T], c[i*T:(i+1)*T], i+1, float32(op.scale))
+					} else {
+						clear(c[i*T+i+1 : (i+1)*T])
+					}
 				}
 			case causalApply: // rows r0..r1 of l·m: l's columns before r0, then its diagonal block
 				beta := float32(0)
