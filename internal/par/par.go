@@ -35,8 +35,9 @@ var limit atomic.Int64
 func init() { limit.Store(MaxParts) }
 
 // SetLimit caps the goroutines of the splits made from now on (n < 1
-// means 1; tests set 1 to compare a split kernel with its serial run) and
-// returns the previous cap.
+// means 1; tests set 1 to compare a split kernel with its serial run), and
+// while it is 1 every split runs on its caller alone; it returns the
+// previous cap.
 func SetLimit(n int) int { return int(limit.Swap(int64(max(n, 1)))) }
 
 // Workers is the number of pool goroutines besides the caller (0 with
@@ -128,16 +129,22 @@ func (s *Split) work() {
 
 // Run computes every row. Resetting the counter and releasing the helpers
 // (taken = false) publishes what the caller wrote before run to any
-// worker that claims a helper.
+// worker that claims a helper. With the limit at 1 now (SetLimit), the
+// helpers are not offered: the caller computes every chunk itself, with
+// the same boundaries, so the same results.
 func (s *Split) Run() {
 	if len(s.helpers) == 0 {
 		s.f(0, s.rows)
 		return
 	}
 	s.next.Store(0)
+	offer := limit.Load() > 1
 	for i := range s.helpers {
 		h := &s.helpers[i]
 		h.taken.Store(false)
+		if !offer {
+			continue
+		}
 		select {
 		case pool.jobs <- h:
 		default: // the queue is full: this helper stays with the caller
@@ -150,6 +157,15 @@ func (s *Split) Run() {
 		}
 	}
 }
+
+// Chunks is how many chunks a run cuts the rows into. Each chunk is one
+// call of f, on one goroutine, once per run; ChunkOf(lo) is the chunk of
+// the call f(lo, hi), so that a kernel can give each chunk scratch of its
+// own (chunks may run side by side, a chunk never on two goroutines).
+func (s *Split) Chunks() int { return s.chunks }
+
+// ChunkOf is the chunk whose call is f(lo, ·).
+func (s *Split) ChunkOf(lo int) int { return lo / s.chunk }
 
 // Parts is how many goroutines the split may run on: 1 when it is serial.
 func (s *Split) Parts() int { return 1 + len(s.helpers) }

@@ -3,7 +3,9 @@ package par
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestSplitCoversEveryRowOnce: every row is computed exactly once, run
@@ -24,9 +26,16 @@ func TestSplitCoversEveryRowOnce(t *testing.T) {
 			hits := make([]int, tc.rows)
 			var mu sync.Mutex
 			chunks := 0
-			s := New(tc.rows, tc.rowWork, func(lo, hi int) {
+			var s *Split
+			seen := map[int]int{} // chunk -> its lo
+			s = New(tc.rows, tc.rowWork, func(lo, hi int) {
 				mu.Lock()
 				chunks++
+				c := s.ChunkOf(lo)
+				if prev, ok := seen[c]; (ok && prev != lo) || c < 0 || c >= s.Chunks() {
+					t.Errorf("rows %d..%d: chunk %d of %d (seen at row %d)", lo, hi, c, s.Chunks(), prev)
+				}
+				seen[c] = lo
 				mu.Unlock()
 				for r := lo; r < hi; r++ {
 					hits[r]++ // rows are disjoint between chunks: no race
@@ -48,6 +57,45 @@ func TestSplitCoversEveryRowOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSetLimitAtRun: a limit of 1 set after a split was made runs it on
+// its caller alone (no two chunks at once), every row once, in the same
+// chunks; raised again, the split runs on the pool again.
+func TestSetLimitAtRun(t *testing.T) {
+	if Workers() == 0 {
+		t.Skip("one usable CPU: nothing is ever split")
+	}
+	var inFlight, most atomic.Int64
+	hits := make([]atomic.Int64, 4096)
+	s := New(len(hits), 1<<10, func(lo, hi int) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(200 * time.Microsecond) // long enough for a worker to overlap it
+		for r := lo; r < hi; r++ {
+			hits[r].Add(1)
+		}
+		inFlight.Add(-1)
+	})
+	prev := SetLimit(1)
+	s.Run()
+	SetLimit(prev)
+	if m := most.Load(); m != 1 {
+		t.Errorf("limit 1: %d chunks ran at once, want 1", m)
+	}
+	for r := range hits {
+		if h := hits[r].Load(); h != 1 {
+			t.Fatalf("limit 1: row %d computed %d times", r, h)
+		}
+	}
+	for range 20 { // the negative control: with the limit back, the pool takes chunks
+		s.Run()
+		if most.Load() > 1 {
+			return
+		}
+	}
+	t.Errorf("limit %d: no two chunks ever ran at once in 20 runs", prev)
 }
 
 // TestSetLimit: a limit of 1 makes every split made afterwards serial.
