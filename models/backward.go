@@ -27,7 +27,7 @@ import (
 // differentiated as a unit: the same ops in the same order as inside the
 // whole model, so the gradients are bitwise the whole model's.
 func Backward(outputs, gradOutputs, wrt G.Nodes) (G.Nodes, error) {
-	return BackwardReading(outputs, gradOutputs, wrt, nil)
+	return BackwardReading(outputs, gradOutputs, wrt, nil, nil)
 }
 
 // BackwardReading is Backward where the backward ops read read(n) in
@@ -38,7 +38,13 @@ func Backward(outputs, gradOutputs, wrt G.Nodes) (G.Nodes, error) {
 // storage and hands the backward its cast back up to float32; gradient
 // checkpointing hands it the recomputed copy of a value the forward
 // dropped. read must return a node of n's shape and type.
-func BackwardReading(outputs, gradOutputs, wrt G.Nodes, read func(n *G.Node) (*G.Node, error)) (G.Nodes, error) {
+//
+// as maps a node that stands in for a chain of ops (a fused op, ops.
+// CausalAttend) to the chain's last node, of the same value: the backward
+// passes the stand-in's gradient to the chain and goes down the chain's
+// ops, as if the stand-in were the chain, so the gradients are bitwise
+// the unfused graph's. as may be nil.
+func BackwardReading(outputs, gradOutputs, wrt G.Nodes, read func(n *G.Node) (*G.Node, error), as map[*G.Node]*G.Node) (G.Nodes, error) {
 	if len(outputs) != len(gradOutputs) {
 		return nil, fmt.Errorf("backward: %d outputs, %d output gradients", len(outputs), len(gradOutputs))
 	}
@@ -46,13 +52,19 @@ func BackwardReading(outputs, gradOutputs, wrt G.Nodes, read func(n *G.Node) (*G
 	for _, w := range wrt {
 		leaf[w] = true
 	}
-	order := topoOrder(outputs, leaf)
+	kids := func(n *G.Node) G.Nodes {
+		if chain, ok := as[n]; ok {
+			return G.Nodes{chain}
+		}
+		return children(n)
+	}
+	order := topoOrder(outputs, leaf, kids)
 	depends := make(map[*G.Node]bool, len(order)) // a wrt node is at or below it
 	for _, w := range wrt {
 		depends[w] = true
 	}
 	for _, n := range order {
-		for _, c := range children(n) {
+		for _, c := range kids(n) {
 			if depends[c] {
 				depends[n] = true
 			}
@@ -77,6 +89,10 @@ func BackwardReading(outputs, gradOutputs, wrt G.Nodes, read func(n *G.Node) (*G
 		}
 		grads[n] = g
 		if n.Op() == nil || leaf[n] {
+			continue
+		}
+		if chain, ok := as[n]; ok {
+			contrib[chain] = append(contrib[chain], g)
 			continue
 		}
 		in := children(n)
@@ -165,10 +181,11 @@ func children(n *G.Node) G.Nodes {
 	return out
 }
 
-// topoOrder is every node the outputs depend on down to the leaves, each
+// topoOrder is every node the outputs depend on down to the leaves (a
+// node's children as the function gives them), each
 // after the nodes it reads (a depth-first post-order, children in argument
 // order, so the order is the same for the same construction).
-func topoOrder(outputs G.Nodes, leaf map[*G.Node]bool) G.Nodes {
+func topoOrder(outputs G.Nodes, leaf map[*G.Node]bool, children func(*G.Node) G.Nodes) G.Nodes {
 	var order G.Nodes
 	seen := map[*G.Node]bool{}
 	var visit func(n *G.Node)

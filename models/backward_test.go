@@ -50,7 +50,7 @@ func TestBackwardReading(t *testing.T) {
 			}
 			return arena.Cast(low, arena.BF16, arena.F32)
 		}
-		gs, err := BackwardReading(G.Nodes{yn}, G.Nodes{dy}, G.Nodes{wn}, read)
+		gs, err := BackwardReading(G.Nodes{yn}, G.Nodes{dy}, G.Nodes{wn}, read, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

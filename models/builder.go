@@ -33,6 +33,13 @@ type builder struct {
 	masks int                // dropout mask inputs made (dropout.go numbers their names)
 	hooks []hook             // the passes applied as the graph is built, in order
 	err   error
+	// fuse builds each attention core as one op (a selective forward's:
+	// fused); standIn maps each such op's node to the chain of ops it
+	// stands for, which the backward differentiates (BackwardReading's
+	// as) and the program never runs (unrun).
+	fuse    bool
+	standIn map[*G.Node]*G.Node
+	unrun   map[*G.Node]bool
 }
 
 // hook is how a pass over the graph is applied while the layers build it:
@@ -89,7 +96,8 @@ func (noHook) core(attnCore)                                    {}
 func (noHook) mask(maskInput)                                   {}
 
 func newBuilder(g *G.ExprGraph, cfg Config, p *Params, B, T int, train bool, kv *KVCache, hooks ...hook) *builder {
-	return &builder{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}, hooks: hooks}
+	return &builder{g: g, cfg: cfg, p: p, B: B, T: T, train: train, kv: kv, wrt: map[string]G.Nodes{}, hooks: hooks,
+		standIn: map[*G.Node]*G.Node{}, unrun: map[*G.Node]bool{}}
 }
 
 // do runs one graph-building call unless an earlier one failed, and hands
@@ -158,6 +166,18 @@ func (n *builder) reread(x *G.Node) (*G.Node, error) {
 		}
 	}
 	return nil, nil
+}
+
+// storesF32 reports whether the forward's values are kept as they are
+// made: no hook stores them in 16 bits, so a fused op may stand in for a
+// chain whose values nothing rounds.
+func (n *builder) storesF32() bool {
+	for _, h := range n.hooks {
+		if mp, ok := h.(*mixed); ok && mp.act != arena.F32 {
+			return false
+		}
+	}
+	return true
 }
 
 // same reports whether v is the forward value x: x itself or another

@@ -231,8 +231,11 @@ func flops(n *G.Node) float64 {
 		}
 		return 2 * float64(out.TotalSize()) * float64(k)
 	case ops.FlopCounter: // the causal products: about half a full product
-		in := children(n)
-		return op.Flops([]tensor.Shape{in[0].Shape(), in[1].Shape()})
+		var in []tensor.Shape
+		for _, c := range children(n) {
+			in = append(in, c.Shape())
+		}
+		return op.Flops(in)
 	case arena.ReshapeOp:
 		return 0
 	}

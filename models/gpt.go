@@ -39,10 +39,11 @@ type Model struct {
 	wrt          G.Nodes     // the parameter nodes differentiated, in GradNodes order
 	joined       [][]float32 // gradient buffers of split parameters
 
-	masks    []maskInput // every dropout mask input, filled by Feed
-	maskFill *maskFill   // the stateless masks' filler, made at the first Feed
-	mp       *mixed      // the 16-bit policy's pass (mixed.go), or nil
-	passes   []passRec   // a scheduled step's passes, as built (recompute.go)
+	masks    []maskInput      // every dropout mask input, filled by Feed
+	maskFill *maskFill        // the stateless masks' filler, made at the first Feed
+	mp       *mixed           // the 16-bit policy's pass (mixed.go), or nil
+	passes   []passRec        // a scheduled step's passes, as built (recompute.go)
+	unrun    map[*G.Node]bool // the chains of ops fused ops stand in for (never run)
 	rngOpts  RNGOptions
 	rng      *stream   // the stateful masks' generator, made at the first Feed
 	extra    []*G.Node // nodes run for their effect (a RunningMean's updates)
@@ -79,7 +80,7 @@ func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) 
 		return nil, fmt.Errorf("build GPT graph: %w", err)
 	}
 	if o.schedule != nil {
-		o.arena.Order = opsInOrder(m.g) // the order the schedule built them in
+		o.arena.Order = opsInOrder(m.g, m.unrun) // the order the schedule built them in
 	}
 	retain := append(G.Nodes{m.loss, m.logits}, m.GradNodes()...)
 	retain = append(retain, m.extra...)
@@ -91,11 +92,12 @@ func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) 
 	return m, nil
 }
 
-// opsInOrder is every op node of g in the order it was made.
-func opsInOrder(g *G.ExprGraph) []*G.Node {
+// opsInOrder is every op node of g in the order it was made, but those
+// in unrun (the chains fused ops stand in for).
+func opsInOrder(g *G.ExprGraph, unrun map[*G.Node]bool) []*G.Node {
 	var out []*G.Node
 	for _, n := range g.AllNodes() {
-		if n.Op() != nil && g.From(n.ID()).Len() > 0 {
+		if n.Op() != nil && g.From(n.ID()).Len() > 0 && !unrun[n] {
 			out = append(out, n)
 		}
 	}
@@ -179,7 +181,7 @@ func (m *Model) build(o modelOptions) error {
 		if err != nil {
 			return err
 		}
-		m.loss, m.logits, m.masks, m.passes = loss, logits, masks.all, passes
+		m.loss, m.logits, m.masks, m.passes, m.unrun = loss, logits, masks.all, passes, n.unrun
 		if stat != nil {
 			m.extra = stat.nodes
 		}
@@ -202,7 +204,7 @@ func (m *Model) build(o modelOptions) error {
 	}
 	dloss := n.input("dloss", []float32{1}, 1)
 	all, counts := n.paramNodes()
-	gs, err := BackwardReading(G.Nodes{m.loss}, G.Nodes{dloss}, all, n.reread)
+	gs, err := BackwardReading(G.Nodes{m.loss}, G.Nodes{dloss}, all, n.reread, nil)
 	if err != nil {
 		return fmt.Errorf("gradients: %w", err)
 	}

@@ -59,8 +59,12 @@ func (n *builder) attention(h *G.Node, l int) *G.Node {
 	if n.kv != nil {
 		y = n.do(func() (*G.Node, error) { return CachedAttention(qkv[0], qkv[1], qkv[2], n.kv, l) }) // (B*H, T, hs)
 	} else {
-		att := n.attnCore(qkv[0], qkv[1], l)                                      // (B*H, T, T)
-		y = n.do(func() (*G.Node, error) { return ops.CausalApply(att, qkv[2]) }) // (B*H, T, hs)
+		first := len(n.g.AllNodes())
+		c := n.attnCore(qkv[0], qkv[1], l)                                              // (B*H, T, T)
+		y = n.do(func() (*G.Node, error) { return ops.CausalApply(c.dropped, qkv[2]) }) // (B*H, T, hs)
+		if n.fuse {
+			y = n.fused(c, qkv[2], y, first) // (B*H, T, hs)
+		}
 	}
 	y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, H) })   // (B*T, C)
 	y = n.linear(y, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias")) // (B*T, C)
@@ -78,25 +82,46 @@ type attnCore struct {
 	mask           *G.Node // nil without dropout
 }
 
-// attnCore builds the core of layer l's attention on q and k (B*H, T, hs)
-// and returns its output, the dropped probabilities (B*H, T, T).
-func (n *builder) attnCore(q, k *G.Node, l int) *G.Node {
+// attnCore builds the core of layer l's attention on q and k (B*H, T, hs),
+// whose output is c.dropped (B*H, T, T).
+func (n *builder) attnCore(q, k *G.Node, l int) attnCore {
 	c := attnCore{layer: l, q: q, k: k}
 	c.probs = n.causalSoftmax(q, k)                         // (B*H, T, T)
 	c.dropped, c.mask = n.dropoutMask(c.probs, l, SiteAttn) // (B*H, T, T)
 	for _, h := range n.hooks {
 		h.core(c)
 	}
-	return c.dropped
+	return c
+}
+
+// fused is core c's product with v in one op (ops.CausalAttend), which
+// never writes the (B*H, T, T) probabilities: the forward of a selective
+// pass, whose backward recomputes them. It stands in for chain (c's ops
+// and CausalApply, made from node first on), which stays in the graph for
+// the backward to differentiate and is never run.
+func (n *builder) fused(c attnCore, v, chain *G.Node, first int) *G.Node {
+	y := n.do(func() (*G.Node, error) { return ops.CausalAttend(c.q, c.k, v, c.mask, n.attnScale()) }) // (B*H, T, hs)
+	if n.err != nil {
+		return chain
+	}
+	for _, x := range n.g.AllNodes()[first:] {
+		if x.Op() != nil && x != y {
+			n.unrun[x] = true
+		}
+	}
+	n.standIn[y] = chain
+	return y
 }
 
 // causalSoftmax is softmax(q·kᵀ/√hs) over the causal pairs (each query
 // and the keys at or before it), in one op (ops.CausalProbs): the scores
 // q·kᵀ are never a tensor of their own.
 func (n *builder) causalSoftmax(q, k *G.Node) *G.Node {
-	scale := 1 / math.Sqrt(float64(n.cfg.HeadSize()))
-	return n.do(func() (*G.Node, error) { return ops.CausalProbs(q, k, scale) }) // (B*H, T, T)
+	return n.do(func() (*G.Node, error) { return ops.CausalProbs(q, k, n.attnScale()) }) // (B*H, T, T)
 }
+
+// attnScale is the scores' scale 1/√hs.
+func (n *builder) attnScale() float64 { return 1 / math.Sqrt(float64(n.cfg.HeadSize())) }
 
 // mlp is the 4x feed-forward of layer l: c_fc, exact GELU, c_proj.
 func (n *builder) mlp(h *G.Node, l int) *G.Node {

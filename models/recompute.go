@@ -291,7 +291,7 @@ func (n *builder) scheduled(s StepSchedule, log *passLog, idx, pos, tgt, dloss *
 		log.masks = nil
 		record := func() {
 			for _, x := range n.g.AllNodes()[made:] {
-				if x.Op() != nil && n.g.From(x.ID()).Len() > 0 {
+				if x.Op() != nil && n.g.From(x.ID()).Len() > 0 && !n.unrun[x] {
 					rec.ops = append(rec.ops, x)
 				}
 			}
@@ -307,7 +307,9 @@ func (n *builder) scheduled(s StepSchedule, log *passLog, idx, pos, tgt, dloss *
 					in = n.do(func() (*G.Node, error) { return n.view(in, i+1) })
 				}
 			}
+			n.fuse = pass.Selective && n.storesF32()
 			c := n.segment(log, seg, in, idx, pos, tgt, latest[pass.Seg] != nil)
+			n.fuse = false
 			c.selective = pass.Selective
 			if latest[pass.Seg] == nil && seg.Kind == SegHead {
 				loss, logits = c.out, c.logits
@@ -336,7 +338,7 @@ func (n *builder) scheduled(s StepSchedule, log *passLog, idx, pos, tgt, dloss *
 		if c.selective && len(c.cores) > 0 {
 			again = n.recomputeCores(c.cores, i+1, &rec.again)
 		}
-		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, readThrough(again, n.reread))
+		gs, err := BackwardReading(G.Nodes{c.out}, G.Nodes{dy[pass.Seg]}, wrt, readThrough(again, n.reread), n.standIn)
 		if err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("%v: %w", pass, err)
 		}

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"strings"
 	"testing"
 
 	"gptlab/internal/testutil"
@@ -75,6 +76,22 @@ func schedulesGiveTheSameStep(t *testing.T, pol precision.Policy) {
 		}
 		if err := m.Arena().Verify(); err != nil {
 			t.Errorf("%s: %v", tc.name, err)
+		}
+		// a selective forward runs each core fused, when its values stay float32
+		fused := 0
+		for _, n := range m.g.AllNodes() {
+			if _, runs := m.Arena().StepOf(n); runs && strings.HasPrefix(n.Op().String(), "CausalAttend") {
+				fused++
+			}
+		}
+		want := 0
+		for _, pass := range tc.s.Passes {
+			if pass.Selective && pol.Name == "f32" { // an attention half's forward, first or again
+				want++
+			}
+		}
+		if fused != want {
+			t.Errorf("%s: %d fused attention cores run, want %d", tc.name, fused, want)
 		}
 		peaks[tc.name] = m.Arena().Stats().ArenaBytes
 		m.Close()

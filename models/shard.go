@@ -129,7 +129,7 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 			x := n.linear(h, w(part+".weight", Cs, C), w(part+".bias", Cs))               // (B*T, C/P)
 			qkv[i] = n.do(func() (*G.Node, error) { return ops.SplitHeads(x, B, T, Hs) }) // (B*H/P, T, hs)
 		}
-		att := n.attnCore(qkv[0], qkv[1], layer)                                                              // (B*H/P, T, T)
+		att := n.attnCore(qkv[0], qkv[1], layer).dropped                                                      // (B*H/P, T, T)
 		y := n.do(func() (*G.Node, error) { return ops.CausalApply(att, qkv[2]) })                            // (B*H/P, T, hs)
 		y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, Hs) })                              // (B*T, C/P)
 		return n.do(func() (*G.Node, error) { return arena.MatMul(y, w("proj.weight", C, Cs), false, true) }) // (B*T, C) partial

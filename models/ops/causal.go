@@ -32,7 +32,10 @@ import (
 // still in cache, never writing the whole (N, T, T) scores to memory and
 // reading them back: the same bits as the two ops (the same products by
 // the same blocks, then the same row softmax), in a third less time than
-// the two on the long shape (BenchmarkCausalProbs). Their
+// the two on the long shape (BenchmarkCausalProbs). CausalAttend
+// (causalattend.go) goes one op further for a core nothing keeps: the
+// probabilities, their dropout and their product with v, by the same
+// blocks, without writing the probabilities at all. Their
 // gradients are each other: for s = CausalScores(q, k), dq = CausalApply(ds,
 // k) and dk = causalApplyT(ds, q) (ds is lower triangular too); for y =
 // CausalApply(p, v), dp = CausalScores(dy, v) (only its lower triangle is

@@ -29,6 +29,7 @@ var (
 	_ arena.Kernel   = causalSoftmaxOp{}
 	_ arena.Kernel   = xentOp{}
 	_ arena.Kernel   = causalOp{}
+	_ arena.Kernel   = causalAttendOp{}
 	_ arena.Kernel   = gemm16Op{}
 	_ arena.Kernel   = cachedAttnOp{}
 	_ arena.Kernel   = runningMeanOp{}

@@ -1,0 +1,208 @@
+package ops
+
+import (
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/internal/par"
+	"gptlab/planner/arena"
+)
+
+// CausalAttend is one attention's core end to end: CausalApply(Masked(
+// CausalProbs(q, k, scale), mask), v), or without the mask (nil)
+// CausalApply(CausalProbs(q, k, scale), v), in one pass that never writes
+// the (N, T, T) probabilities to memory. Each block of causalRows query
+// rows is scored, softmaxed, masked and multiplied by v while it sits in a
+// scratch of its own: the same products by the same blocks as the three
+// ops, so the same bits (TestCausalAttend).
+//
+// It is the forward of a core whose probabilities nothing keeps (a
+// selective recomputation rebuilds them for the backward), so it has no
+// gradient of its own: the caller differentiates the three ops it stands
+// for instead.
+//
+//	q, k (N, T, d), v (N, T, dv), mask (N, T, T) -> (N, T, dv)
+func CausalAttend(q, k, v, mask *G.Node, scale float64) (*G.Node, error) {
+	if !(scale > 0) || math.IsInf(scale, 1) {
+		return nil, fmt.Errorf("CausalAttend: scale %v, want a positive finite number", scale)
+	}
+	if mask == nil {
+		return G.ApplyOp(causalAttendOp{scale: scale}, q, k, v)
+	}
+	return G.ApplyOp(causalAttendOp{scale: scale, masked: true}, q, k, v, mask)
+}
+
+type causalAttendOp struct {
+	opBase
+	scale  float64
+	masked bool
+}
+
+func (op causalAttendOp) Arity() int {
+	if op.masked {
+		return 4
+	}
+	return 3
+}
+
+func (op causalAttendOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	ts := make([]hm.Type, op.Arity()+1)
+	for i := range ts {
+		ts[i] = tt(3, a)
+	}
+	return hm.NewFnType(ts...)
+}
+
+func (op causalAttendOp) check(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	q, k, v := in[0], in[1], in[2]
+	if q.Dims() != 3 || !q.Eq(k) || v.Dims() != 3 || v[0] != q[0] || v[1] != q[1] {
+		return nil, fmt.Errorf("%v: shapes %v, %v and %v, want (N, T, d) twice and (N, T, dv)", op, q, k, v)
+	}
+	if op.masked {
+		if m := in[3]; !m.Eq(tensor.Shape{q[0], q[1], q[1]}) {
+			return nil, fmt.Errorf("%v: mask %v, want (N, T, T) = %v", op, m, tensor.Shape{q[0], q[1], q[1]})
+		}
+	}
+	return v.Clone(), nil
+}
+
+func (op causalAttendOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	return op.check(shapesOf(in))
+}
+
+func (op causalAttendOp) Do(in ...G.Value) (G.Value, error) {
+	s, err := op.check(valueShapes(in))
+	if err != nil {
+		return nil, err
+	}
+	return op.UsePreallocDo(newLike(in[0], s), in...)
+}
+
+func (op causalAttendOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
+	s, err := op.check(valueShapes(in))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSameDtype(op.String(), in...); err != nil {
+		return nil, err
+	}
+	o, err := checkPrealloc(op.String(), out, s, in[0].Dtype())
+	if err != nil {
+		return nil, err
+	}
+	if y, ok := o.Data().([]float64); ok {
+		op.reference(y, in)
+		return o, nil
+	}
+	return runFloat32(op, op.String(), o, in)
+}
+
+// reference is the three ops' float64 references, one after the other.
+func (op causalAttendOp) reference(y []float64, in []G.Value) {
+	q := in[0].Shape()
+	N, T := q[0], q[1]
+	p := make([]float64, N*T*T)
+	causalOp{kind: causalProbs, scale: op.scale}.reference(p, in[0].Data().([]float64), in[1].Data().([]float64), tensor.Shape{N, T, T}, q)
+	if op.masked {
+		for i, m := range in[3].Data().([]float64) {
+			p[i] *= m
+		}
+	}
+	causalOp{kind: causalApply}.reference(y, p, in[2].Data().([]float64), in[2].Shape(), tensor.Shape{N, T, T})
+}
+
+// BindKernel implements arena.Kernel.
+func (op causalAttendOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
+	return bindKernel(op, out, in)
+}
+
+// bind is causalOp's bind for causalProbs, the mask's product and
+// causalOp's for causalApply, fused by row block: the probabilities of
+// rows r0..r1 (up to column r1, all CausalApply reads of them) go to the
+// chunk's scratch, laid out as the (T, T) item's rows would be, so every
+// Sgemm is called with the arguments the separate ops call it with.
+func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
+	if err := checkBind(op, out, in); err != nil {
+		return nil, err
+	}
+	N, T, d := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
+	dv := in[2].Shape[2]
+	q, k, v, y := in[0].F32, in[1].F32, in[2].F32, out.F32
+	var mask []float32
+	if op.masked {
+		mask = in[3].F32
+	}
+	impl := tensor.WhichBLAS()
+	sc := float32(op.scale)
+	item := func(i int, s, tri []float32) {
+		qi, ki, vi, yi := q[i*T*d:(i+1)*T*d], k[i*T*d:(i+1)*T*d], v[i*T*dv:(i+1)*T*dv], y[i*T*dv:(i+1)*T*dv]
+		for r0 := 0; r0 < T; r0 += causalRows {
+			r1 := min(r0+causalRows, T)
+			w := r1 - r0
+			impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, d, 1, qi[r0*d:], d, ki, d, 0, s, T) // (w, r1) scores
+			for r := range w {
+				row := s[r*T : r*T+r1]
+				softmaxPrefix32(row, row, r0+r+1, sc)
+				if mask != nil {
+					m := mask[(i*T+r0+r)*T:]
+					for j := range row[:r0+r+1] {
+						row[j] *= m[j]
+					}
+				}
+				t := tri[r*w : (r+1)*w] // the diagonal block, lower triangle only
+				copy(t[:r+1], row[r0:r0+r+1])
+				clear(t[r+1:])
+			}
+			beta := float32(0)
+			if r0 > 0 {
+				impl.Sgemm(blas.NoTrans, blas.NoTrans, w, dv, r0, 1, s, T, vi, dv, 0, yi[r0*dv:], dv)
+				beta = 1
+			}
+			impl.Sgemm(blas.NoTrans, blas.NoTrans, w, dv, w, 1, tri, w, vi[r0*dv:], dv, beta, yi[r0*dv:], dv)
+		}
+	}
+	var split *par.Split
+	var scratch, tris []float32
+	rows := min(T, causalRows)
+	split = par.New(N, T*(2*d+dv+T), func(lo, hi int) {
+		c := split.ChunkOf(lo)
+		s, tri := scratch[c*rows*T:(c+1)*rows*T], tris[c*rows*rows:(c+1)*rows*rows]
+		for i := lo; i < hi; i++ {
+			item(i, s, tri)
+		}
+	})
+	scratch = make([]float32, split.Chunks()*rows*T)
+	tris = make([]float32, split.Chunks()*rows*rows)
+	return split.Run, nil
+}
+
+// Flops is the three ops': CausalProbs', one per element for the mask,
+// and CausalApply's.
+func (op causalAttendOp) Flops(in []tensor.Shape) float64 {
+	q, v := in[0], in[2]
+	tt := tensor.Shape{q[0], q[1], q[1]}
+	f := causalOp{kind: causalProbs, scale: op.scale}.Flops(in[:2]) + causalOp{kind: causalApply}.Flops([]tensor.Shape{tt, v})
+	if op.masked {
+		f += float64(tt.TotalSize())
+	}
+	return f
+}
+
+func (op causalAttendOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+func (op causalAttendOp) Hashcode() uint32      { return hashOf(op) }
+func (op causalAttendOp) String() string {
+	if op.masked {
+		return fmt.Sprintf("CausalAttend{%v, masked}", op.scale)
+	}
+	return fmt.Sprintf("CausalAttend{%v}", op.scale)
+}
