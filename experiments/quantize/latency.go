@@ -15,6 +15,7 @@ import (
 
 	"gptlab/experiments/lab"
 	"gptlab/internal/qgemm"
+	"gptlab/internal/vec"
 	"gptlab/models"
 )
 
@@ -207,15 +208,9 @@ func timeDecode(runs int, d *models.Decoder, idx []int32) (timing, error) {
 	return quantiles(ts), nil
 }
 
-func addBias(y, b []float32) {
-	n := len(b)
-	for i := 0; i < len(y); i += n {
-		row := y[i : i+n]
-		for j := range row {
-			row[j] += b[j]
-		}
-	}
-}
+// addBias adds the bias b to every row of y, as the model's bias op does
+// (vec.AddRow).
+func addBias(y, b []float32) { vec.AddRow(y, y, b) }
 
 // torchRow is one JSON line of torch_infer.py int8.
 type torchRow struct {
