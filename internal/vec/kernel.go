@@ -6,7 +6,7 @@ import "strings"
 // (amd64) or "neon" (arm64) when every family (basic, GELU, LayerNorm,
 // softmax) runs that build's kernels, "go" when none does, else each
 // family's ("basic go, gelu neon, ..."; arm64 has no kernels of the basic
-// ops).
+// ops; on amd64 with AVX-512 the softmax family's are "avx512").
 func Kernel() string {
 	name := func(asm bool) string {
 		if asm {
@@ -19,7 +19,7 @@ func Kernel() string {
 		basic = "avx2"
 	}
 	fam := []struct{ name, kernel string }{
-		{"basic", basic}, {"gelu", geluBest.name}, {"norm", name(normAsm)}, {"softmax", name(softmaxAsm)},
+		{"basic", basic}, {"gelu", geluBest.name}, {"norm", name(normAsm)}, {"softmax", softmaxName()},
 	}
 	parts := make([]string, len(fam))
 	same := true

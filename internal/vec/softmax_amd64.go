@@ -9,6 +9,7 @@ import (
 )
 
 //go:generate go run -C asm/softmax . -out ../../softmax_amd64.s -stubs ../../softmax_amd64_stubs.go -pkg vec
+//go:generate go run -C asm/softmax512 . -out ../../softmax512_amd64.s -stubs ../../softmax512_amd64_stubs.go -pkg vec
 
 // softmaxAsm reports whether the softmax row primitives (softmax.go) run
 // their AVX2+FMA kernels (softmax_amd64.s). x/sys/cpu reports AVX2 only
@@ -16,10 +17,22 @@ import (
 // fallbacks through the public API.
 var softmaxAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// softmaxZ reports whether, with softmaxAsm, ExpSum, Max and Scale run
+// their AVX-512 kernels (softmax512_amd64.s: the AVX2 kernels' results on
+// vectors of 16, each row in one call, its last partial vector masked).
+// x/sys/cpu reports AVX-512F only when the OS saves the ZMM registers.
+var softmaxZ = cpu.X86.HasAVX512F
+
 // expSumKernel runs expSumAVX2 over the whole vectors of x and the last
 // partial vector, padded with zeros in a stack copy, whose valid lanes it
 // adds to acc as the kernel would.
 func expSumKernel(y, x []float32, scale, shift float32, acc *[8]float64) {
+	if softmaxZ {
+		if len(x) > 0 {
+			expSumAVX512(unsafe.SliceData(y), unsafe.SliceData(x), len(x), scale, shift, &acc[0])
+		}
+		return
+	}
 	n := len(x) &^ 7
 	var buf [8]float32
 	var tail *float32
@@ -34,6 +47,25 @@ func expSumKernel(y, x []float32, scale, shift float32, acc *[8]float64) {
 			acc[l] += float64(v)
 		}
 	}
+}
+
+// maxRow is Max on the AVX-512 kernel, if it runs (x not empty).
+func maxRow(x []float32) (float32, bool) {
+	if !softmaxAsm || !softmaxZ {
+		return 0, false
+	}
+	return maxAVX512(&x[0], len(x)), true
+}
+
+// scaleRow is Scale on the AVX-512 kernel, if it runs.
+func scaleRow(y, x []float32, a float32) bool {
+	if !softmaxAsm || !softmaxZ {
+		return false
+	}
+	if len(x) > 0 {
+		scaleAVX512(&y[0], &x[0], len(x), a)
+	}
+	return true
 }
 
 // maxAsm is maxAVX2 (n a multiple of 8).

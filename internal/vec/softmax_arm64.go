@@ -58,3 +58,12 @@ func dotAsm(a, b []float32) float64 {
 	dotRest(a, b, blocks, &acc)
 	return sum32(&acc)
 }
+
+// softmaxZ is amd64's AVX-512 switch (softmax_amd64.go): never on here.
+var softmaxZ = false
+
+// maxRow and scaleRow are the whole-row kernels of amd64's AVX-512: none
+// here.
+func maxRow(x []float32) (float32, bool) { return 0, false }
+
+func scaleRow(y, x []float32, a float32) bool { return false }

@@ -21,19 +21,30 @@ var (
 )
 
 // smBench runs the sub-benchmarks of fns in order, each with the bytes
-// read and written per call.
+// read and written per call; where the AVX-512 kernels run, "vec" is
+// theirs and "vec-avx2" runs it again on the AVX2 kernels.
 func smBench(b *testing.B, bytes int64, names []string, fns ...func()) {
 	for i, f := range fns {
-		b.Run(names[i], func(b *testing.B) {
-			if names[i] == "vec" && !smHasAsm {
-				b.Skip("no assembly kernels on this CPU/build")
-			}
-			b.ReportAllocs()
-			b.SetBytes(bytes)
-			for b.Loop() {
+		run := func(name string, f func()) {
+			b.Run(name, func(b *testing.B) {
+				if names[i] == "vec" && !smHasAsm {
+					b.Skip("no assembly kernels on this CPU/build")
+				}
+				b.ReportAllocs()
+				b.SetBytes(bytes)
+				for b.Loop() {
+					f()
+				}
+			})
+		}
+		run(names[i], f)
+		if names[i] == "vec" && smHasZ {
+			run("vec-avx2", func() {
+				softmaxZ = false
 				f()
-			}
-		})
+				softmaxZ = true
+			})
+		}
 	}
 }
 

@@ -13,3 +13,12 @@ func maxAsm(x *float32, n int, m *float32) { panic(noKernels) }
 func scaleAsm(y, x *float32, n int, a float32) { panic(noKernels) }
 
 func dotAsm(a, b []float32) float64 { panic(noKernels) }
+
+// softmaxZ is amd64's AVX-512 switch (softmax_amd64.go): never on here.
+var softmaxZ = false
+
+// maxRow and scaleRow are the whole-row kernels of amd64's AVX-512: none
+// here.
+func maxRow(x []float32) (float32, bool) { return 0, false }
+
+func scaleRow(y, x []float32, a float32) bool { return false }

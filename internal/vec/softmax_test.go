@@ -12,21 +12,32 @@ import (
 // smImpls are the implementations the tests run through the public API:
 // this build's kernels (when this CPU has them) and the fallbacks.
 func smImpls() []string {
-	if smHasAsm {
-		return []string{asmName, "go"}
-	}
-	return []string{"go"}
+	return append(smAsmImpls(), "go")
 }
 
-// smHasAsm is softmaxAsm as the package initialised it.
-var smHasAsm = softmaxAsm
+// smAsmImpls are this build's kernels this CPU runs: on amd64 with
+// AVX-512, "avx512" and the AVX2 ones.
+func smAsmImpls() []string {
+	var impls []string
+	if smHasZ {
+		impls = append(impls, "avx512")
+	}
+	if smHasAsm {
+		impls = append(impls, asmName)
+	}
+	return impls
+}
 
-// smWith runs f with the kernels on (impl asmName, if this CPU and build
-// have them) or off ("go").
+// smHasAsm and smHasZ are softmaxAsm and softmaxZ as the package
+// initialised them.
+var smHasAsm, smHasZ = softmaxAsm, softmaxAsm && softmaxZ
+
+// smWith runs f on the kernels impl names (one of smImpls).
 func smWith(impl string, f func()) {
-	saved := softmaxAsm
-	softmaxAsm = impl == asmName && smHasAsm
-	defer func() { softmaxAsm = saved }()
+	savedAsm, savedZ := softmaxAsm, softmaxZ
+	softmaxAsm = impl != "go" && smHasAsm
+	softmaxZ = impl == "avx512" && smHasZ
+	defer func() { softmaxAsm, softmaxZ = savedAsm, savedZ }()
 	f()
 }
 
@@ -148,13 +159,17 @@ func TestExpSumImplsAgree(t *testing.T) {
 				}
 			}
 			scale, shift := float32(0.7), float32(-0.3)
-			ya, yg := make([]float32, n), make([]float32, n)
-			var sa, sg float64
-			smWith(asmName, func() { sa = ExpSum(ya, x, scale, shift) })
+			yg := make([]float32, n)
+			var sg float64
 			smWith("go", func() { sg = ExpSum(yg, x, scale, shift) })
-			checkSame(t, asmName+" vs go", ya, yg)
-			if !sameF64(sa, sg) {
-				t.Errorf("ExpSum sum: avx2 %v, go %v", sa, sg)
+			for _, impl := range smAsmImpls() {
+				ya := make([]float32, n)
+				var sa float64
+				smWith(impl, func() { sa = ExpSum(ya, x, scale, shift) })
+				checkSame(t, impl+" vs go", ya, yg)
+				if !sameF64(sa, sg) {
+					t.Errorf("ExpSum sum: %s %v, go %v", impl, sa, sg)
+				}
 			}
 		})
 	}
@@ -171,10 +186,13 @@ func TestExpSumImplsAgreeEverywhere(t *testing.T) {
 	for b := uint64(0); b < 1<<32; b += 4099 {
 		x = append(x, math.Float32frombits(uint32(b)))
 	}
-	ya, yg := make([]float32, len(x)), make([]float32, len(x))
-	smWith(asmName, func() { ExpSum(ya, x, 1, 0) })
+	yg := make([]float32, len(x))
 	smWith("go", func() { ExpSum(yg, x, 1, 0) })
-	checkSame(t, asmName+" vs go over all float32", ya, yg)
+	for _, impl := range smAsmImpls() {
+		ya := make([]float32, len(x))
+		smWith(impl, func() { ExpSum(ya, x, 1, 0) })
+		checkSame(t, impl+" vs go over all float32", ya, yg)
+	}
 }
 
 func TestExpSumSpecialValues(t *testing.T) {
@@ -314,9 +332,6 @@ func TestMax(t *testing.T) {
 }
 
 func TestMaxImplsAgreeOnZeros(t *testing.T) {
-	if !smHasAsm {
-		t.Skip("no assembly kernels on this CPU/build")
-	}
 	negZero := float32(math.Copysign(0, -1))
 	r := basicRand(3)
 	for _, n := range []int{5, 16, 37} {
@@ -326,11 +341,12 @@ func TestMaxImplsAgreeOnZeros(t *testing.T) {
 				x[i] = negZero
 			}
 		}
-		var a, g float32
-		smWith(asmName, func() { a = Max(x) })
-		smWith("go", func() { g = Max(x) })
-		if a != 0 || math.Float32bits(a) != math.Float32bits(g) {
-			t.Errorf("Max of ±0 (len %d): avx2 %#x, go %#x, want equal zeros", n, math.Float32bits(a), math.Float32bits(g))
+		for _, impl := range smImpls() {
+			var a float32
+			smWith(impl, func() { a = Max(x) })
+			if math.Float32bits(a) != 0 {
+				t.Errorf("Max of ±0 (len %d): %s %#x, want +0", n, impl, math.Float32bits(a))
+			}
 		}
 	}
 }

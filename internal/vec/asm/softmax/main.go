@@ -15,7 +15,6 @@ package main
 
 import (
 	"flag"
-	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -24,21 +23,13 @@ import (
 	"gptlab/internal/vec/asm/internal/vexp"
 )
 
-// The clamp of ExpSum's argument w, as in internal/vec/softmax.go: w <
-// expLo gives exactly 0 (n = -127), w > expHi gives +Inf (2^n would need
-// n = 128).
-const (
-	expLo = -88.0
-	expHi = 88.37
-)
-
 // constSymbol names the kernels' constants.
 const constSymbol = "softmaxconst"
 
 func main() {
 	flag.Parse()
 	ConstraintExpr("amd64,!purego")
-	c := newConstTable()
+	c := vexp.NewExpTable(constSymbol)
 	genExpSum(c)
 	genMax()
 	genScale()
@@ -46,18 +37,6 @@ func main() {
 	c.Emit()
 	Generate()
 	vexp.CheckAVX2Registers()
-}
-
-// newConstTable is the kernels' table of constants.
-func newConstTable() *vexp.ConstTable {
-	c := vexp.NewConstTable(constSymbol)
-	for _, k := range vexp.Constants() {
-		c.Add(k.Name, k.Bits)
-	}
-	c.AddFloat("lo", expLo)
-	c.AddFloat("hi", expHi)
-	c.AddFloat("inf", float32(math.Inf(1)))
-	return c
 }
 
 // broadcast loads the float32 parameter name into all 8 lanes of a YMM
@@ -130,20 +109,10 @@ func genExpSum(c *vexp.ConstTable) {
 		w := YMM()
 		VMOVAPS(shift, w)
 		VFMSUB231PS(in, scale, w) // w = x·scale - shift, rounded once
-		big := YMM()
-		VCMPPS(Imm(0x1e), hi, w, big) // GT_OQ: w > hi
-		// Clamp to [lo, hi]; w is the operand returned on NaN.
-		VMINPS(w, hi, w)
-		VMAXPS(w, lo, w)
-		scratch := YMM()
-		f, r := vexp.Reduce(c.At, []reg.VecVirtual{w}, nil, []reg.VecVirtual{scratch})
-		pm1 := vexp.Expm1(c.At, r)
-		vexp.Pow2(c.At, f)
-		VFMADD213PS(f[0], f[0], pm1[0]) // e = pm1·2^n + 2^n
-		VBLENDVPS(big, c.At("inf"), pm1[0], pm1[0])
-		VMOVUPS(pm1[0], out)
+		e := vexp.Clamped(c.At, w, lo, hi, YMM(), c.At("inf"))
+		VMOVUPS(e, out)
 		if accumulate {
-			addWide(pm1[0], a)
+			addWide(e, a)
 		}
 	}
 	vectorLoop("exp", n, func() { body(Mem{Base: x}, Mem{Base: y}, true) }, x, y)

@@ -8,7 +8,8 @@
 //	2^n = (bits(f) << 23) + 127<<23      (n = -127 gives exactly 0)
 //
 // The caller keeps n in [-127, 128] (it clamps w): beyond, the exponent
-// field wraps. The emitter works on any number of interleaved chains: each
+// field wraps. The registers may be YMM or ZMM (AVX-512): on ZMM every
+// constant is broadcast from the first of its copies in the table. The emitter works on any number of interleaved chains: each
 // argument is a slice of one register per chain, and every instruction is
 // emitted once per chain before the next, so that independent vectors run
 // in lockstep. The constants are whole vectors (8 copies) in the caller's
@@ -65,6 +66,59 @@ func Constants() []Named {
 // Const returns the memory of the whole-vector constant name.
 type Const func(name string) Mem
 
+// wide reports whether r is a ZMM register.
+func wide(r reg.VecVirtual) bool { return r.Size() == 64 }
+
+// like returns a new register of r's width.
+func like(r reg.VecVirtual) reg.VecVirtual {
+	if wide(r) {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// The instructions that read a constant m: the whole vector on YMM, its
+// first copy broadcast on ZMM.
+func load(m Mem, r reg.VecVirtual) {
+	if wide(r) {
+		VBROADCASTSS(m, r)
+	} else {
+		VMOVUPS(m, r)
+	}
+}
+
+func fmadd231(m Mem, a, d reg.VecVirtual) {
+	if wide(d) {
+		VFMADD231PS_BCST(m, a, d)
+	} else {
+		VFMADD231PS(m, a, d)
+	}
+}
+
+func fmadd213(m Mem, a, d reg.VecVirtual) {
+	if wide(d) {
+		VFMADD213PS_BCST(m, a, d)
+	} else {
+		VFMADD213PS(m, a, d)
+	}
+}
+
+func sub(m Mem, a, d reg.VecVirtual) {
+	if wide(d) {
+		VSUBPS_BCST(m, a, d)
+	} else {
+		VSUBPS(m, a, d)
+	}
+}
+
+func paddd(m Mem, a, d reg.VecVirtual) {
+	if wide(d) {
+		VPADDD_BCST(m, a, d)
+	} else {
+		VPADDD(m, a, d)
+	}
+}
+
 // each emits f(i) for every chain i.
 func each(chains int, f func(i int)) {
 	for i := range chains {
@@ -81,17 +135,17 @@ func each(chains int, f func(i int)) {
 func Reduce(c Const, w, wlo, scratch []reg.VecVirtual) (f, r []reg.VecVirtual) {
 	chains := len(w)
 	f = make([]reg.VecVirtual, chains)
-	each(chains, func(i int) { f[i] = YMM() })
-	each(chains, func(i int) { VMOVUPS(c("magic"), f[i]) })
-	each(chains, func(i int) { VFMADD231PS(c("log2e"), w[i], f[i]) }) // f = w·log2e + magic
+	each(chains, func(i int) { f[i] = like(w[i]) })
+	each(chains, func(i int) { load(c("magic"), f[i]) })
+	each(chains, func(i int) { fmadd231(c("log2e"), w[i], f[i]) }) // f = w·log2e + magic
 	nf := scratch
-	each(chains, func(i int) { VSUBPS(c("magic"), f[i], nf[i]) })
-	each(chains, func(i int) { VFMADD231PS(c("negLn2Hi"), nf[i], w[i]) }) // w - nf·ln2Hi, exact
+	each(chains, func(i int) { sub(c("magic"), f[i], nf[i]) })
+	each(chains, func(i int) { fmadd231(c("negLn2Hi"), nf[i], w[i]) }) // w - nf·ln2Hi, exact
 	if wlo == nil {
-		each(chains, func(i int) { VFMADD231PS(c("negLn2Lo"), nf[i], w[i]) })
+		each(chains, func(i int) { fmadd231(c("negLn2Lo"), nf[i], w[i]) })
 		return f, w
 	}
-	each(chains, func(i int) { VFMADD231PS(c("negLn2Lo"), nf[i], wlo[i]) }) // wlo - nf·ln2Lo
+	each(chains, func(i int) { fmadd231(c("negLn2Lo"), nf[i], wlo[i]) }) // wlo - nf·ln2Lo
 	each(chains, func(i int) { VADDPS(wlo[i], w[i], w[i]) })
 	return f, w
 }
@@ -101,11 +155,11 @@ func Reduce(c Const, w, wlo, scratch []reg.VecVirtual) (f, r []reg.VecVirtual) {
 func Expm1(c Const, r []reg.VecVirtual) []reg.VecVirtual {
 	chains := len(r)
 	p := make([]reg.VecVirtual, chains)
-	each(chains, func(i int) { p[i] = YMM() })
+	each(chains, func(i int) { p[i] = like(r[i]) })
 	last := len(Coeffs)
-	each(chains, func(i int) { VMOVUPS(c(fmt.Sprint("e", last)), p[i]) })
+	each(chains, func(i int) { load(c(fmt.Sprint("e", last)), p[i]) })
 	for j := last - 1; j >= 1; j-- {
-		each(chains, func(i int) { VFMADD213PS(c(fmt.Sprint("e", j)), r[i], p[i]) }) // p = r·p + e_j
+		each(chains, func(i int) { fmadd213(c(fmt.Sprint("e", j)), r[i], p[i]) }) // p = r·p + e_j
 	}
 	each(chains, func(i int) { VMULPS(r[i], p[i], p[i]) })
 	return p
@@ -116,5 +170,49 @@ func Expm1(c Const, r []reg.VecVirtual) []reg.VecVirtual {
 func Pow2(c Const, f []reg.VecVirtual) {
 	chains := len(f)
 	each(chains, func(i int) { VPSLLD(Imm(23), f[i], f[i]) })
-	each(chains, func(i int) { VPADDD(c("expBias"), f[i], f[i]) })
+	each(chains, func(i int) { paddd(c("expBias"), f[i], f[i]) })
+}
+
+// The clamp of ExpSum's argument w (internal/vec/softmax.go holds the
+// same): w below ClampLo gives exactly 0 (n = -127 makes 2^n zero), w
+// above ClampHi gives +Inf (2^n would need n = 128, although exp stays
+// finite up to 88.72).
+const (
+	ClampLo = -88.0
+	ClampHi = 88.37
+)
+
+// NewExpTable is a table of the emitter's constants and ExpSum's clamp:
+// "lo", "hi" and "inf" (+Inf).
+func NewExpTable(symbol string) *ConstTable {
+	c := NewConstTable(symbol)
+	for _, k := range Constants() {
+		c.Add(k.Name, k.Bits)
+	}
+	c.AddFloat("lo", ClampLo)
+	c.AddFloat("hi", ClampHi)
+	c.AddFloat("inf", float32(math.Inf(1)))
+	return c
+}
+
+// Clamped emits ExpSum's exp of one vector of arguments w (clobbered): w
+// above hi gives +Inf (big, a vector register on YMM or an opmask on ZMM,
+// notes where), w is clamped to [lo, hi] (w itself returned on NaN), and
+// e = (exp(r)-1)·2^n + 2^n. lo and hi hold the clamp; inf is +Inf, the
+// table's vector on YMM, a register on ZMM. It returns e.
+func Clamped(c Const, w, lo, hi reg.VecVirtual, big reg.Register, inf Op) reg.VecVirtual {
+	VCMPPS(Imm(0x1e), hi, w, big) // GT_OQ: w > hi
+	VMINPS(w, hi, w)
+	VMAXPS(w, lo, w)
+	scratch := like(w)
+	f, r := Reduce(c, []reg.VecVirtual{w}, nil, []reg.VecVirtual{scratch})
+	e := Expm1(c, r)[0]
+	Pow2(c, f)
+	VFMADD213PS(f[0], f[0], e) // e = pm1·2^n + 2^n
+	if wide(w) {
+		VMOVAPS(inf, big, e)
+	} else {
+		VBLENDVPS(big, inf, e, e)
+	}
+	return e
 }
