@@ -26,6 +26,15 @@ func Add(dst, a, b []float32) {
 	add(dst, a[:len(dst)], b[:len(dst)])
 }
 
+// Mul sets dst[i] = a[i] * b[i] for i < len(dst). It panics if a or b is
+// shorter than dst.
+func Mul(dst, a, b []float32) {
+	if len(a) < len(dst) || len(b) < len(dst) {
+		panic(fmt.Sprintf("vec.Mul: len(a) = %d, len(b) = %d, want >= len(dst) = %d", len(a), len(b), len(dst)))
+	}
+	mul(dst, a[:len(dst)], b[:len(dst)])
+}
+
 // AddRow adds the row b to every row of x: dst[r*C+c] = x[r*C+c] + b[c]
 // with C = len(b), as a bias add over a (rows, C) matrix. It panics unless
 // len(x) == len(dst) and that is a multiple of C (C = 0 only with empty
@@ -86,6 +95,14 @@ func addGo(dst, a, b []float32) {
 	a, b = a[:len(dst)], b[:len(dst)]
 	for i := range dst {
 		dst[i] = a[i] + b[i]
+	}
+}
+
+// mulGo is the fallback of Mul; the slices have equal lengths.
+func mulGo(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := range dst {
+		dst[i] = a[i] * b[i]
 	}
 }
 

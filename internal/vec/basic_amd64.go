@@ -31,6 +31,15 @@ func add(dst, a, b []float32) {
 	addGo(dst[n:], a[n:], b[n:])
 }
 
+// mul runs mulAVX2 over the whole vectors and mulGo over the rest.
+func mul(dst, a, b []float32) {
+	n := basicSplit(len(dst), 8)
+	if n > 0 {
+		mulAVX2(&dst[0], &a[0], &b[0], n)
+	}
+	mulGo(dst[n:], a[n:], b[n:])
+}
+
 // addRow runs addRowAVX2 over the whole vectors of every row and addGo
 // over each row's remaining columns.
 func addRow(dst, x, b []float32) {

@@ -48,6 +48,50 @@ add_done:
 	VZEROUPPER
 	RET
 
+// func mulAVX2(dst *float32, a *float32, b *float32, n int)
+// Requires: AVX
+TEXT ·mulAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  a+8(FP), CX
+	MOVQ  b+16(FP), DX
+	MOVQ  n+24(FP), BX
+	SHLQ  $0x02, BX
+	MOVQ  BX, SI
+	ANDQ  $0xffffff80, SI
+	XORQ  DI, DI
+	TESTQ SI, SI
+	JZ    mul_one
+
+mul_loop:
+	VMOVUPS (CX)(DI*1), Y0
+	VMOVUPS 32(CX)(DI*1), Y1
+	VMOVUPS 64(CX)(DI*1), Y2
+	VMOVUPS 96(CX)(DI*1), Y3
+	VMULPS  (DX)(DI*1), Y0, Y0
+	VMULPS  32(DX)(DI*1), Y1, Y1
+	VMULPS  64(DX)(DI*1), Y2, Y2
+	VMULPS  96(DX)(DI*1), Y3, Y3
+	VMOVUPS Y0, (AX)(DI*1)
+	VMOVUPS Y1, 32(AX)(DI*1)
+	VMOVUPS Y2, 64(AX)(DI*1)
+	VMOVUPS Y3, 96(AX)(DI*1)
+	ADDQ    $0x00000080, DI
+	CMPQ    DI, SI
+	JB      mul_loop
+
+mul_one:
+	CMPQ    DI, BX
+	JAE     mul_done
+	VMOVUPS (CX)(DI*1), Y0
+	VMULPS  (DX)(DI*1), Y0, Y0
+	VMOVUPS Y0, (AX)(DI*1)
+	ADDQ    $0x00000020, DI
+	JMP     mul_one
+
+mul_done:
+	VZEROUPPER
+	RET
+
 // func addRowAVX2(dst *float32, x *float32, b *float32, rows int, cols int, ld int)
 // Requires: AVX
 TEXT ·addRowAVX2(SB), NOSPLIT, $0-48

@@ -9,6 +9,11 @@ package vec
 //go:noescape
 func addAVX2(dst *float32, a *float32, b *float32, n int)
 
+// mulAVX2 sets dst[i] = a[i] · b[i] for i < n (n a multiple of 8).
+//
+//go:noescape
+func mulAVX2(dst *float32, a *float32, b *float32, n int)
+
 // addRowAVX2 sets dst[r*ld+c] = x[r*ld+c] + b[c] for r < rows, c < cols (cols a multiple of 8).
 //
 //go:noescape

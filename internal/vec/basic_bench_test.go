@@ -40,6 +40,14 @@ func BenchmarkAdd(b *testing.B) {
 	benchPair(b, 3*4*n, func() { Add(dst, x, y) }, func() { addGo(dst, x, y) })
 }
 
+func BenchmarkMul(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
+	const n = 768 * 128
+	r := basicRand(1)
+	dst, x, y := make([]float32, n), basicData(r, n, false), basicData(r, n, false)
+	benchPair(b, 3*4*n, func() { Mul(dst, x, y) }, func() { mulGo(dst, x, y) })
+}
+
 func BenchmarkAddRow(b *testing.B) {
 	testutil.SkipSpeedEmulated(b)
 	const rows, cols = 768, 512

@@ -7,6 +7,8 @@ var basicAVX2 = false
 
 func add(dst, a, b []float32) { addGo(dst, a, b) }
 
+func mul(dst, a, b []float32) { mulGo(dst, a, b) }
+
 func addRow(dst, x, b []float32) { addRowGo(dst, x, b) }
 
 func accumF64(acc []float64, x []float32) { accumF64Go(acc, x) }

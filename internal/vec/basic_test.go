@@ -108,36 +108,50 @@ func basicWithoutAVX2(f func()) {
 // inputs.
 var aliasModes = []string{"fresh", "dst=a", "dst=b"}
 
-func TestAdd(t *testing.T) {
-	for _, n := range basicLengths {
-		for _, mode := range aliasModes {
-			t.Run(fmt.Sprintf("n=%d/%s", n, mode), func(t *testing.T) {
-				r := basicRand(uint64(n))
-				a, b := basicData(r, n, true), basicData(r, n+3, true) // b longer than dst
-				want := make([]float32, n)
-				for i := range want {
-					want[i] = a[i] + b[i]
-				}
-				run := func(f func(dst, a, b []float32)) []float32 {
-					a, b := basicGuarded(a), basicGuarded(b)
-					dst := basicGuarded(make([]float32, n))
-					switch mode {
-					case "dst=a":
-						dst = a
-					case "dst=b":
-						dst = b[:n:n] // b's extra elements are data, not guards
+// binaryOps are the elementwise ops of two slices: the public function,
+// its fallback and the definition.
+var binaryOps = []struct {
+	name      string
+	public    func(dst, a, b []float32)
+	fallback  func(dst, a, b []float32)
+	reference func(a, b float32) float32
+}{
+	{"Add", Add, addGo, func(a, b float32) float32 { return a + b }},
+	{"Mul", Mul, mulGo, func(a, b float32) float32 { return a * b }},
+}
+
+func TestBinaryOps(t *testing.T) {
+	for _, op := range binaryOps {
+		for _, n := range basicLengths {
+			for _, mode := range aliasModes {
+				t.Run(fmt.Sprintf("%s/n=%d/%s", op.name, n, mode), func(t *testing.T) {
+					r := basicRand(uint64(n))
+					a, b := basicData(r, n, true), basicData(r, n+3, true) // b longer than dst
+					want := make([]float32, n)
+					for i := range want {
+						want[i] = op.reference(a[i], b[i])
 					}
-					f(dst, a, b)
-					return dst
-				}
-				goOut := run(addGo)
-				checkSame(t, "addGo", goOut, want)
-				t.Run("avx2", func(t *testing.T) {
-					basicNeedAVX2(t)
-					checkSame(t, "Add", run(Add), goOut)
+					run := func(f func(dst, a, b []float32)) []float32 {
+						a, b := basicGuarded(a), basicGuarded(b)
+						dst := basicGuarded(make([]float32, n))
+						switch mode {
+						case "dst=a":
+							dst = a
+						case "dst=b":
+							dst = b[:n:n] // b's extra elements are data, not guards
+						}
+						f(dst, a, b)
+						return dst
+					}
+					goOut := run(op.fallback)
+					checkSame(t, op.name+"'s fallback", goOut, want)
+					t.Run("avx2", func(t *testing.T) {
+						basicNeedAVX2(t)
+						checkSame(t, op.name, run(op.public), goOut)
+					})
+					basicWithoutAVX2(func() { checkSame(t, op.name+" without AVX2", run(op.public), goOut) })
 				})
-				basicWithoutAVX2(func() { checkSame(t, "Add without AVX2", run(Add), goOut) })
-			})
+			}
 		}
 	}
 }
@@ -237,6 +251,8 @@ func TestPanics(t *testing.T) {
 	}{
 		{"Add short a", func() { Add(f, f[:15], f) }},
 		{"Add short b", func() { Add(f, f, f[:8]) }},
+		{"Mul short a", func() { Mul(f, f[:15], f) }},
+		{"Mul short b", func() { Mul(f, f, f[:8]) }},
 		{"AddRow x != dst", func() { AddRow(f, f[:8], f[:4]) }},
 		{"AddRow not a multiple", func() { AddRow(f, f, f[:5]) }},
 		{"AddRow empty b", func() { AddRow(f, f, nil) }},

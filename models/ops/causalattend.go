@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/vec"
 	"gptlab/planner/arena"
 )
 
@@ -154,10 +155,8 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 				row := s[r*T : r*T+r1]
 				softmaxPrefix32(row, row, r0+r+1, sc)
 				if mask != nil {
-					m := mask[(i*T+r0+r)*T:]
-					for j := range row[:r0+r+1] {
-						row[j] *= m[j]
-					}
+					p := row[:r0+r+1]
+					vec.Mul(p, p, mask[(i*T+r0+r)*T:]) // Masked's products, rounded as its are
 				}
 				t := tri[r*w : (r+1)*w] // the diagonal block, lower triangle only
 				copy(t[:r+1], row[r0:r0+r+1])

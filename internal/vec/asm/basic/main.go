@@ -1,5 +1,5 @@
 // Command basic generates the AVX2 kernels of package vec's basic
-// elementwise ops (Add, AddRow, AccumF64, AdamW.Update) with avo
+// elementwise ops (Add, Mul, AddRow, AccumF64, AdamW.Update) with avo
 // (github.com/mmcloughlin/avo). It lives in the module internal/vec/asm so
 // that the main module does not depend on avo; `go generate` in
 // internal/vec runs it:
@@ -21,7 +21,8 @@ import (
 
 func main() {
 	ConstraintExpr("amd64,!purego")
-	genAdd()
+	genBinary("add", "+", VADDPS)
+	genBinary("mul", "·", VMULPS)
 	genAddRow()
 	genAccumF64()
 	genAdamW()
@@ -34,12 +35,12 @@ const vecBytes = 32
 // unroll is the vectors per main-loop trip of the memory-bound kernels.
 const unroll = 4
 
-// genAdd generates addAVX2: dst[i] = a[i] + b[i] for i < n, n a multiple
-// of 8.
-func genAdd() {
-	TEXT("addAVX2", NOSPLIT, "func(dst, a, b *float32, n int)")
+// genBinary generates NAMEAVX2: dst[i] = a[i] op b[i] for i < n, n a
+// multiple of 8 (sign is op's symbol in the doc).
+func genBinary(name, sign string, op func(...Op)) {
+	TEXT(name+"AVX2", NOSPLIT, "func(dst, a, b *float32, n int)")
 	Pragma("noescape")
-	Doc("addAVX2 sets dst[i] = a[i] + b[i] for i < n (n a multiple of 8).")
+	Doc(name + "AVX2 sets dst[i] = a[i] " + sign + " b[i] for i < n (n a multiple of 8).")
 	dst := Load(Param("dst"), GP64())
 	a := Load(Param("a"), GP64())
 	b := Load(Param("b"), GP64())
@@ -54,17 +55,17 @@ func genAdd() {
 	for u := range x {
 		x[u] = YMM()
 	}
-	emitAdd("add", dst, a, b, i, big, n, x, "add_done")
-	Label("add_done")
+	emitBinary(name, op, dst, a, b, i, big, n, x, name+"_done")
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
 
-// emitAdd emits dst[i:n] = a[i:n] + b[i:n], i and n in bytes (i from its
+// emitBinary emits dst[i:n] = a[i:n] op b[i:n], i and n in bytes (i from its
 // current value): len(v) vectors a trip while i < big (n rounded down to
 // whole trips), then one vector at a time; then it jumps to the label
 // done. Its own labels start with prefix.
-func emitAdd(prefix string, dst, a, b, i, big, n reg.Register, v []reg.VecVirtual, done string) {
+func emitBinary(prefix string, op func(...Op), dst, a, b, i, big, n reg.Register, v []reg.VecVirtual, done string) {
 	TESTQ(big, big)
 	JZ(LabelRef(prefix + "_one"))
 	Label(prefix + "_loop")
@@ -72,7 +73,7 @@ func emitAdd(prefix string, dst, a, b, i, big, n reg.Register, v []reg.VecVirtua
 		VMOVUPS(Mem{Base: a, Index: i, Scale: 1, Disp: u * vecBytes}, v[u])
 	}
 	for u := range v {
-		VADDPS(Mem{Base: b, Index: i, Scale: 1, Disp: u * vecBytes}, v[u], v[u])
+		op(Mem{Base: b, Index: i, Scale: 1, Disp: u * vecBytes}, v[u], v[u])
 	}
 	for u := range v {
 		VMOVUPS(v[u], Mem{Base: dst, Index: i, Scale: 1, Disp: u * vecBytes})
@@ -84,7 +85,7 @@ func emitAdd(prefix string, dst, a, b, i, big, n reg.Register, v []reg.VecVirtua
 	CMPQ(i, n)
 	JAE(LabelRef(done))
 	VMOVUPS(Mem{Base: a, Index: i, Scale: 1}, v[0])
-	VADDPS(Mem{Base: b, Index: i, Scale: 1}, v[0], v[0])
+	op(Mem{Base: b, Index: i, Scale: 1}, v[0], v[0])
 	VMOVUPS(v[0], Mem{Base: dst, Index: i, Scale: 1})
 	ADDQ(U32(vecBytes), i)
 	JMP(LabelRef(prefix + "_one"))
@@ -117,7 +118,7 @@ func genAddRow() {
 	JZ(LabelRef("addrow_done"))
 	Label("addrow_row")
 	XORQ(i, i)
-	emitAdd("addrow", dst, x, b, i, big, cols, v, "addrow_next")
+	emitBinary("addrow", VADDPS, dst, x, b, i, big, cols, v, "addrow_next")
 	Label("addrow_next")
 	ADDQ(ld, x)
 	ADDQ(ld, dst)
