@@ -154,7 +154,8 @@ func runCheckpoint(ctx context.Context, cfg *checkpointConfig, opt lab.Options) 
 		"otherwise), as a share of one forward. Step times are wall-clock medians; the schedules run interleaved, " +
 		"a round each in turn, and ms ÷ none is the median over the rounds of the step's time over none's in the same round; " +
 		"on a row with a target it is the median of that target's own rounds, each the ratio of the fastest of three " +
-		"alternating steps, run with only the two models compared alive.")
+		"alternating steps, run on one thread with only the two models compared alive and timed on the process's CPU " +
+		"time where the platform gives it (a neighbour's turns on the core left out).")
 	for _, t := range targets {
 		r.Note("%s", t)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gptlab/experiments/lab"
+	"gptlab/internal/cputime"
 	"gptlab/internal/par"
 	"gptlab/internal/sgemm"
 	"gptlab/models"
@@ -247,23 +248,49 @@ func timedTargets(shape string) []ckTarget {
 // neighbour on either core makes slower: with a busy loop beside it, a
 // round's ratio spread ±15% on two threads and ±4% on one (the same as
 // on a quiet machine), for the same median.
+//
+// A step is timed on the process's CPU time where the platform gives it
+// (ckClock), as the serving lab's speed target is: on one thread that is
+// the step's own time on a core, which leaves out the time a neighbour
+// took the core from it. On the wall clock, with a busy loop beside the
+// gate, one run of 29 rounds still straddled 1.1x (0.998 to 1.150, median
+// 1.050) where the machine's quiet rounds sit at 1.04-1.06.
 func (tg ckTarget) sample(ctx context.Context, none, policy *models.Model, idx, tgt []int32) (reports.Timing, error) {
 	defer sgemm.SetThreads(sgemm.SetThreads(1))
 	defer par.SetLimit(par.SetLimit(1))
+	now := ckClock()
 	rt := lab.RatioTarget{Target: tg.slow, Budget: ckTimedBudget}
 	return rt.Sample(ctx, nil, func() (float64, error) {
 		best := [2]time.Duration{math.MaxInt64, math.MaxInt64}
 		for range ckRoundPairs {
 			for i, m := range []*models.Model{none, policy} {
-				t0 := time.Now()
+				t0 := now()
 				if _, err := m.Step(idx, tgt); err != nil {
 					return 0, err
 				}
-				best[i] = min(best[i], time.Since(t0))
+				best[i] = min(best[i], now()-t0)
 			}
 		}
 		return float64(best[1]) / float64(best[0]), nil
 	})
+}
+
+// ckClock is the clock the timed rounds read: the process's CPU time
+// where the platform gives it, else the time since the call.
+func ckClock() func() time.Duration {
+	if _, ok := cputime.Process(); ok {
+		return func() time.Duration { d, _ := cputime.Process(); return d }
+	}
+	start := time.Now()
+	return func() time.Duration { return time.Since(start) }
+}
+
+// ckClockName names ckClock's clock for the reports.
+func ckClockName() string {
+	if _, ok := cputime.Process(); ok {
+		return "CPU"
+	}
+	return "wall"
 }
 
 // ckRoundPairs is the number of step pairs in one sampled round.
@@ -296,7 +323,7 @@ func (res *ckShapeResult) targets(r *reports.Report, name, main string) []string
 		cutOK := r.Check(fmt.Sprintf("%s: %s cuts the peak at least %.1fx", name, tg.policy, tg.cut), cut >= tg.cut,
 			"peak cut %.2fx (%s -> %s)", cut, reports.FormatBytes(float64(none.peak)), reports.FormatBytes(float64(row.peak)))
 		slowOK := r.TimedCheck(fmt.Sprintf("%s: %s at most %.1fx the step time", name, tg.policy, tg.slow), *row.timing,
-			"step time over none's in the same round, one thread each (the sweep's steps spread %.0f%%)", 100*row.spread) != reports.Fail
+			"step time over none's in the same round, one thread each, on %s time (the sweep's steps spread %.0f%%)", ckClockName(), 100*row.spread) != reports.Fail
 		if !cutOK || !slowOK {
 			notes = append(notes, fmt.Sprintf("Target missed on %s: %s cut the peak %.2fx (target %.1fx) at %.2fx the step time (target %.1fx).",
 				name, tg.policy, cut, tg.cut, slow, tg.slow))
