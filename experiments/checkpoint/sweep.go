@@ -252,9 +252,9 @@ func timedTargets(shape string) []ckTarget {
 // A step is timed on the process's CPU time where the platform gives it
 // (ckClock), as the serving lab's speed target is: on one thread that is
 // the step's own time on a core, which leaves out the time a neighbour
-// took the core from it. On the wall clock, with a busy loop beside the
-// gate, one run of 29 rounds still straddled 1.1x (0.998 to 1.150, median
-// 1.050) where the machine's quiet rounds sit at 1.04-1.06.
+// took the core from it (a neighbour's share of the caches and of the
+// core's other hardware thread stays in it: docs/exit-gate.md has the
+// figures of both clocks beside a busy loop).
 func (tg ckTarget) sample(ctx context.Context, none, policy *models.Model, idx, tgt []int32) (reports.Timing, error) {
 	defer sgemm.SetThreads(sgemm.SetThreads(1))
 	defer par.SetLimit(par.SetLimit(1))
