@@ -1,5 +1,5 @@
-// Package vexp emits the vectorised exp of package vec's AVX2 kernels
-// (the GELU's tail and ExpSum) with avo, so that the generators share one
+// Package vexp emits the vectorised exp of package vec's AVX2 and AVX-512
+// kernels (the GELU's tail and ExpSum) with avo, so that the generators share one
 // algorithm: for an argument w,
 //
 //	n = round(w·log2 e)                  (f = w·log2e + magic holds n in its low mantissa bits)
@@ -9,7 +9,8 @@
 //
 // The caller keeps n in [-127, 128] (it clamps w): beyond, the exponent
 // field wraps. The registers may be YMM or ZMM (AVX-512): on ZMM every
-// constant is broadcast from the first of its copies in the table. The emitter works on any number of interleaved chains: each
+// constant is broadcast from the first of its copies in the table. The
+// emitter works on any number of interleaved chains: each
 // argument is a slice of one register per chain, and every instruction is
 // emitted once per chain before the next, so that independent vectors run
 // in lockstep. The constants are whole vectors (8 copies) in the caller's
@@ -87,37 +88,24 @@ func load(m Mem, r reg.VecVirtual) {
 	}
 }
 
-func fmadd231(m Mem, a, d reg.VecVirtual) {
-	if wide(d) {
-		VFMADD231PS_BCST(m, a, d)
-	} else {
-		VFMADD231PS(m, a, d)
+// constOp is the instruction that reads the constant m: plain on YMM,
+// its broadcast form on ZMM.
+func constOp(plain, bcst func(...Op)) func(m Mem, a, d reg.VecVirtual) {
+	return func(m Mem, a, d reg.VecVirtual) {
+		if wide(d) {
+			bcst(m, a, d)
+		} else {
+			plain(m, a, d)
+		}
 	}
 }
 
-func fmadd213(m Mem, a, d reg.VecVirtual) {
-	if wide(d) {
-		VFMADD213PS_BCST(m, a, d)
-	} else {
-		VFMADD213PS(m, a, d)
-	}
-}
-
-func sub(m Mem, a, d reg.VecVirtual) {
-	if wide(d) {
-		VSUBPS_BCST(m, a, d)
-	} else {
-		VSUBPS(m, a, d)
-	}
-}
-
-func paddd(m Mem, a, d reg.VecVirtual) {
-	if wide(d) {
-		VPADDD_BCST(m, a, d)
-	} else {
-		VPADDD(m, a, d)
-	}
-}
+var (
+	fmadd231 = constOp(VFMADD231PS, VFMADD231PS_BCST)
+	fmadd213 = constOp(VFMADD213PS, VFMADD213PS_BCST)
+	sub      = constOp(VSUBPS, VSUBPS_BCST)
+	paddd    = constOp(VPADDD, VPADDD_BCST)
+)
 
 // each emits f(i) for every chain i.
 func each(chains int, f func(i int)) {
