@@ -220,8 +220,14 @@ type ckTarget struct {
 var ckTargets = []ckTarget{{"deep", "sqrt", 2.5, 1.4}, {"long", "selective", 1.5, 1.1}}
 
 // ckTimedBudget is the wall time a target's step-time ratio may take in
-// rounds past its first ten, to decide.
-const ckTimedBudget = 30 * time.Second
+// rounds past its first ten, to decide. A round of the long shape takes
+// about 1.5 s (2 s beside a busy loop), so the budget reaches the
+// sampler's fifth look (53 rounds) and nearly its sixth (80): where long's
+// selective runs at 1.06-1.07x with a fifth of its rounds above 1.1x,
+// as beside a busy loop, the fourth look (35 rounds, at most 8 above)
+// often cannot decide and the fifth (at most 14) can. A quiet machine
+// usually decides at its first looks, long before the budget.
+const ckTimedBudget = 120 * time.Second
 
 // timedTargets are the targets set for a shape.
 func timedTargets(shape string) []ckTarget {
