@@ -3,9 +3,13 @@
 // by instruction, on a CPU of another), where times are the emulator's and
 // tests that train or time at full size take tens of times longer.
 //
-// It needs no setting: on Linux, qemu-user passes the host's /proc/cpuinfo
-// through, so an arm64 binary reading an x86 CPU's description (or an x86
-// binary reading an arm64 one) is emulated. The environment variable
+// It needs no setting: on Linux, qemu-user before 8 passes the host's
+// /proc/cpuinfo through, so an arm64 binary reading an x86 CPU's
+// description (or an x86 binary reading an arm64 one) is emulated; qemu 8
+// and later write an Arm guest a /proc/cpuinfo of their own, whose CPU
+// implementer is 0x00 (the code Arm reserves for software: no Arm CPU
+// made in silicon has it), so an Arm description naming that implementer
+// is emulated too. The environment variable
 // GPTLAB_EMULATED overrides the detection: 1 (or true) says emulated, 0
 // (or false) says native.
 package emulated
@@ -41,8 +45,8 @@ func decide(override, arch, cpuinfo string) bool {
 	if b, err := strconv.ParseBool(strings.TrimSpace(override)); err == nil {
 		return b
 	}
-	host := cpuinfoArch(cpuinfo)
-	return host != "" && host != family(arch)
+	host, software := cpuinfoArch(cpuinfo)
+	return software || host != "" && host != family(arch)
 }
 
 // family groups GOARCH values by the /proc/cpuinfo they would read
@@ -59,19 +63,21 @@ func family(arch string) string {
 
 // cpuinfoArch is the family whose /proc/cpuinfo this is: x86's has
 // vendor_id lines, Arm's CPU implementer lines; "" for neither (another
-// architecture, or no file), which never counts as emulated.
-func cpuinfoArch(cpuinfo string) string {
+// architecture, or no file), which never counts as emulated. software
+// reports an Arm implementer of 0x00, an emulator's CPU.
+func cpuinfoArch(cpuinfo string) (arch string, software bool) {
 	for line := range strings.Lines(cpuinfo) {
-		k, _, ok := strings.Cut(line, ":")
+		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
 		}
 		switch strings.TrimSpace(k) {
 		case "vendor_id":
-			return "x86"
+			return "x86", false
 		case "CPU implementer":
-			return "arm"
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 0, 8)
+			return "arm", err == nil && n == 0
 		}
 	}
-	return ""
+	return "", false
 }
