@@ -1,17 +1,22 @@
 // Package par runs a loop over rows on a small pool of long-lived worker
 // goroutines, with fixed chunk boundaries and no allocation per run, for
-// the kernels of the model and of the arena executor.
+// the kernels of the model and of the arena executor; package sgemm hands
+// its products' chunks to the same pool (Offer), so that one process has
+// one set of workers. It owns the pool and the waiting (Latch), not the
+// kernels, nor how a product is cut.
 package par
 
 import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The row-parallel kernels share a small pool of long-lived worker
-// goroutines (one fewer than the usable CPUs, at most MaxParts-1), started
-// on first use. A kernel bound to fixed storage cuts its rows once, at
+// goroutines (one fewer than GOMAXPROCS, at most MaxParts-1), started on
+// first use. Neither a worker nor a caller parks while work comes
+// quickly: each polls for spinFor first (see there and Latch). A kernel bound to fixed storage cuts its rows once, at
 // bind time, into a few chunks per CPU and pre-allocates one helper per
 // worker. Running it offers the helpers to the pool, then the caller and
 // whichever helpers a worker picks up claim chunks from a shared atomic
@@ -41,44 +46,104 @@ func init() { limit.Store(MaxParts) }
 func SetLimit(n int) int { return int(limit.Swap(int64(max(n, 1)))) }
 
 // Workers is the number of pool goroutines besides the caller (0 with
-// one usable CPU: nothing is ever split).
-func Workers() int {
-	pool.once.Do(startPool)
-	return pool.workers
-}
+// one usable CPU: nothing is ever split). The pool grows to GOMAXPROCS-1
+// (at most MaxParts-1) when asked for more; it never shrinks.
+func Workers() int { return ensureWorkers(runtime.GOMAXPROCS(0) - 1) }
 
 // parallelMinWork is the work (elements touched) below which a kernel
 // runs on the calling goroutine: handing work to a worker costs a few
 // microseconds.
 const parallelMinWork = 1 << 16
 
+// spinFor is how long a worker that has just run a task keeps polling the
+// queue before it parks. A parked worker's wake-up goes through the
+// operating system (and on a virtual machine through the hypervisor): it
+// was measured at a few hundred microseconds on a 2-vCPU machine here,
+// longer than a chunk of most products, so without the spin a second core
+// took about a quarter of a 768×512×128 product's chunks and bought 1.05-
+// 1.3x. A training step offers work every few tens of microseconds, so a
+// spinning worker catches the next task; a pool that gets none for spinFor
+// parks and costs nothing.
+const spinFor = 200 * time.Microsecond
+
+// Task is work offered to the pool: a worker that receives it calls
+// RunTask once. An offered task may be received late, after its caller
+// has finished the work itself: RunTask must then return at once (the
+// kernels' atomic chunk counters make it so).
+type Task interface{ RunTask() }
+
 // helper is a worker's share of one split kernel.
 type helper struct {
 	s     *Split
-	taken atomic.Bool   // claimed, by a worker or the caller, this run
-	done  chan struct{} // a worker that ran the helper says so (buffered)
+	taken atomic.Bool // claimed, by a worker or the caller, this run
+	done  *Latch      // a worker that ran the helper says so
+}
+
+// RunTask runs the helper's share unless the caller has taken it back: a
+// helper may be offered again before an earlier offer is received, and
+// only the first claim of a run counts.
+func (h *helper) RunTask() {
+	if h.taken.CompareAndSwap(false, true) {
+		h.s.work()
+		h.done.Done()
+	}
 }
 
 var pool struct {
-	once    sync.Once
-	jobs    chan *helper
-	workers int
+	jobs    chan Task
+	mu      sync.Mutex
+	workers atomic.Int64
 }
 
-func startPool() {
-	pool.workers = min(runtime.GOMAXPROCS(0), MaxParts) - 1
-	pool.jobs = make(chan *helper, 64)
-	for range pool.workers {
-		go func() {
-			// a helper may be offered again before an earlier offer is
-			// received: only the first claim of a run counts.
-			for h := range pool.jobs {
-				if h.taken.CompareAndSwap(false, true) {
-					h.s.work()
-					h.done <- struct{}{}
-				}
-			}
-		}()
+func init() { pool.jobs = make(chan Task, 64) }
+
+// ensureWorkers starts workers until there are n (at most MaxParts-1) and
+// returns how many there are.
+func ensureWorkers(n int) int {
+	n = min(n, MaxParts-1)
+	if w := int(pool.workers.Load()); w >= n {
+		return w
+	}
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	for int(pool.workers.Load()) < n {
+		go worker()
+		pool.workers.Add(1)
+	}
+	return n
+}
+
+// worker runs tasks for the life of the process.
+func worker() {
+	for {
+		next().RunTask()
+	}
+}
+
+// next receives the next task: polling the queue for spinFor, then parked.
+func next() Task {
+	var t Task
+	if spinUntil(func() bool {
+		select {
+		case t = <-pool.jobs:
+			return true
+		default:
+			return false
+		}
+	}) {
+		return t
+	}
+	return <-pool.jobs
+}
+
+// Offer hands t to the pool without blocking and reports whether the pool
+// took it (false when its queue is full).
+func Offer(t Task) bool {
+	select {
+	case pool.jobs <- t:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -99,9 +164,8 @@ type Split struct {
 // elements touched) is at least parallelMinWork, and to one serial call
 // otherwise.
 func New(rows, rowWork int, f func(lo, hi int)) *Split {
-	pool.once.Do(startPool)
 	s := &Split{f: f, rows: rows, chunk: max(rows, 1), chunks: 1}
-	parts := min(pool.workers+1, int(limit.Load()))
+	parts := min(Workers()+1, int(limit.Load()))
 	if parts < 2 || rows < 2 || rows*rowWork < parallelMinWork {
 		return s
 	}
@@ -110,7 +174,7 @@ func New(rows, rowWork int, f func(lo, hi int)) *Split {
 	s.chunks = (rows + s.chunk - 1) / s.chunk
 	s.helpers = make([]helper, parts-1)
 	for i := range s.helpers {
-		s.helpers[i] = helper{s: s, done: make(chan struct{}, 1)}
+		s.helpers[i] = helper{s: s, done: NewLatch()}
 	}
 	return s
 }
@@ -141,19 +205,17 @@ func (s *Split) Run() {
 	offer := limit.Load() > 1
 	for i := range s.helpers {
 		h := &s.helpers[i]
+		h.done.Reset()
 		h.taken.Store(false)
 		if !offer {
 			continue
 		}
-		select {
-		case pool.jobs <- h:
-		default: // the queue is full: this helper stays with the caller
-		}
+		Offer(h) // if the queue is full, this helper stays with the caller
 	}
 	s.work()
 	for i := range s.helpers {
 		if h := &s.helpers[i]; !h.taken.CompareAndSwap(false, true) {
-			<-h.done // a worker has it: wait for its last chunk
+			h.done.Wait() // a worker has it: wait for its last chunk
 		}
 	}
 }

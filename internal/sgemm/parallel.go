@@ -2,8 +2,9 @@ package sgemm
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
+
+	"gptlab/internal/par"
 )
 
 var (
@@ -66,37 +67,24 @@ type job struct {
 	step    int  // rows or columns per chunk
 	size    int  // m or n
 	chunks  int64
-	next    atomic.Int64  // next chunk to claim
-	pending atomic.Int64  // chunks not yet finished
-	refs    atomic.Int32  // goroutines still using the job
-	wake    chan struct{} // a worker that finished the last chunk tells the caller
+	next    atomic.Int64 // next chunk to claim
+	pending atomic.Int64 // chunks not yet finished
+	refs    atomic.Int32 // goroutines still using the job
+	done    *par.Latch   // a worker that finished the last chunk tells the caller
 }
 
-var (
-	jobFree = make(chan *job, 16) // idle jobs (see scratchFree)
-	jobs    = make(chan *job)     // unbuffered: a send succeeds only to an idle worker
-	workers struct {
-		sync.Mutex
-		n int
-	}
-)
+// jobFree holds idle jobs (see scratchFree).
+var jobFree = make(chan *job, 16)
 
-// ensureWorkers starts worker goroutines until there are at least n.
-// Workers live for the life of the process.
-func ensureWorkers(n int) {
-	workers.Lock()
-	defer workers.Unlock()
-	for ; workers.n < n; workers.n++ {
-		go func() {
-			s := new(scratch)
-			for j := range jobs {
-				if j.work(s) {
-					j.wake <- struct{}{}
-				}
-				j.release()
-			}
-		}()
+// RunTask is a pool worker's share of the product: chunks until none is
+// left (none, if the caller has claimed them all before the worker came).
+func (j *job) RunTask() {
+	s := getScratch()
+	if j.work(s) {
+		j.done.Done()
 	}
+	putScratch(s)
+	j.release()
 }
 
 // work runs chunks until none is left to claim, reporting whether it
@@ -135,14 +123,14 @@ func (j *job) release() {
 }
 
 // parallel cuts p into about chunksPerThread·t chunks along M or N and runs
-// them on the caller and on up to t-1 idle workers.
+// them on the caller and on up to t-1 workers of package par's pool.
 func parallel(p *problem, t int) {
-	ensureWorkers(t - 1)
+	par.Workers() // the pool grows with GOMAXPROCS
 	var j *job
 	select {
 	case j = <-jobFree:
 	default:
-		j = &job{wake: make(chan struct{}, 1)}
+		j = &job{done: par.NewLatch()}
 	}
 	// Chunks of rows each pack all of B (k×n), chunks of columns each read
 	// all of A (k×m): cut along M when it is the much larger side or N
@@ -159,19 +147,18 @@ func parallel(p *problem, t int) {
 	j.next.Store(0)
 	j.pending.Store(j.chunks)
 	j.refs.Store(1)
+	j.done.Reset()
 	for range t - 1 {
 		j.refs.Add(1)
-		select {
-		case jobs <- j:
-		default:
-			j.refs.Add(-1) // no idle worker: the caller does more
+		if !par.Offer(j) {
+			j.refs.Add(-1) // the queue is full: the caller does more
 		}
 	}
 	s := getScratch()
 	last := j.work(s)
 	putScratch(s)
 	if !last {
-		<-j.wake
+		j.done.Wait()
 	}
 	j.release()
 }
