@@ -1,6 +1,10 @@
 package bf16gemm
 
-import "sync"
+import (
+	"sync"
+
+	"gptlab/internal/par"
+)
 
 // tileFunc computes an mr×nr tile of C from an A panel and a B panel of
 // the kernel's layouts over pairs depth pairs: C = A·B, or C += A·B when
@@ -53,11 +57,17 @@ type job struct {
 	per       int
 }
 
+// partsPerThread is how many parts a split product is cut into per
+// goroutine: parts are claimed as they come (par.Loop), so a goroutine
+// that another process holds back leaves its later parts to the others.
+const partsPerThread = 4
+
 // run computes C = op(A)·op(B) with kern on t goroutines: op(B) is packed
-// once, whole; each goroutine takes a block of row panels, packs each A
-// panel and runs the kernel across every column panel (the A panel stays
-// in L1, the packed B streams from L2). Every element is computed by one
-// kernel call whatever t is, so the split does not change the results.
+// once, whole; each part is a block of row panels, and whoever runs it
+// packs each A panel and runs the kernel across every column panel (the A
+// panel stays in L1, the packed B streams from L2). Every element is
+// computed by one kernel call whatever t is, so the split does not change
+// the results.
 func run(kern *kernel, o operands, t int) {
 	kp := (o.k + kern.step - 1) / kern.step * kern.step
 	nPanels := (o.n + kern.nr - 1) / kern.nr
@@ -66,33 +76,21 @@ func run(kern *kernel, o operands, t int) {
 	packB(kern, o, *bp, kp)
 	j := job{kern: kern, o: o, bp: *bp, kp: kp, pairs: kp / 2, rowPanels: (o.m + kern.mr - 1) / kern.mr}
 	t = max(1, min(t, j.rowPanels))
-	j.per = (j.rowPanels + t - 1) / t
 	if t == 1 {
-		j.part(0)
+		j.per = j.rowPanels
+		j.RunChunk(0)
 	} else {
+		parts := min(j.rowPanels, t*partsPerThread)
+		j.per = (j.rowPanels + parts - 1) / parts
 		jp := new(job) // the goroutines share it: only a split call allocates
 		*jp = j
-		jp.parallel(t)
+		par.Loop(jp, (j.rowPanels+j.per-1)/j.per, t)
 	}
 	bPool.Put(bp)
 }
 
-// parallel runs parts 1..t-1 on new goroutines and part 0 on the caller.
-func (j *job) parallel(t int) {
-	var wg sync.WaitGroup
-	for q := 1; q < t; q++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			j.part(q)
-		}()
-	}
-	j.part(0)
-	wg.Wait()
-}
-
-// part computes the row panels of part q.
-func (j *job) part(q int) {
+// RunChunk computes the row panels of part q.
+func (j *job) RunChunk(q int) {
 	s := scratchPool.Get().(*scratch)
 	s.a = grow(s.a, j.kern.mr*j.kp)
 	s.t = grow(s.t, j.kern.mr*j.kern.nr)

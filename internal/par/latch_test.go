@@ -55,25 +55,25 @@ func TestLatchWaitsForDone(t *testing.T) {
 	}
 }
 
-// lateTask counts its runs, as a kernel's share that finds nothing left.
+// lateTask counts its runs.
 type lateTask struct{ runs atomic.Int64 }
 
 func (l *lateTask) RunTask() { l.runs.Add(1) }
 
-// TestOffer: a task the pool took is run once by a worker.
-func TestOffer(t *testing.T) {
+// TestOfferRunsOnce: a task the pool took is run once by a worker.
+func TestOfferRunsOnce(t *testing.T) {
 	if Workers() == 0 {
 		t.Skip("one usable CPU: no pool")
 	}
-	var task lateTask
-	for !Offer(&task) {
+	var lt lateTask
+	for !offer(&lt) {
 		time.Sleep(spinFor)
 	}
-	for task.runs.Load() == 0 {
+	for lt.runs.Load() == 0 {
 		time.Sleep(spinFor)
 	}
 	time.Sleep(2 * spinFor)
-	if n := task.runs.Load(); n != 1 {
+	if n := lt.runs.Load(); n != 1 {
 		t.Errorf("one offer ran %d times", n)
 	}
 }

@@ -127,3 +127,26 @@ func ExampleNew() {
 	fmt.Println(x[0], x[len(x)-1])
 	// Output: 3 3
 }
+
+// counted is chunked work that counts each chunk's runs.
+type counted struct{ hits []atomic.Int64 }
+
+func (c *counted) RunChunk(i int) { c.hits[i].Add(1) }
+
+// TestLoopRunsEveryChunkOnce: run after run, every chunk runs exactly
+// once before Loop returns, on any number of goroutines.
+func TestLoopRunsEveryChunkOnce(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 7, 100} {
+		for _, threads := range []int{1, 2, 4} {
+			w := &counted{hits: make([]atomic.Int64, n)}
+			for run := int64(1); run <= 50; run++ {
+				Loop(w, n, threads)
+				for i := range w.hits {
+					if h := w.hits[i].Load(); h != run {
+						t.Fatalf("n %d, %d threads, run %d: chunk %d ran %d times", n, threads, run, i, h)
+					}
+				}
+			}
+		}
+	}
+}

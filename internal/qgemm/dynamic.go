@@ -37,7 +37,7 @@ func dynamic(k *kernel, y, x []float32, m int, w *Weights) {
 		c.nv = sh.nv1
 	}
 	c.groups = (w.np + c.nv - 1) / c.nv
-	c.run(s, threadsFor(m, w.n, w.k, c.groups))
+	c.run(threadsFor(m, w.n, w.k, c.groups))
 	*c = call{} // keep no reference to the caller's slices
 	putScratch(s)
 }

@@ -1,9 +1,9 @@
 package qgemm
 
 import (
-	"sync"
 	"sync/atomic"
 
+	"gptlab/internal/par"
 	"gptlab/internal/sgemm"
 )
 
@@ -26,9 +26,9 @@ func threadsFor(m, n, k, groups int) int {
 }
 
 // call is one Dynamic or GEMV call split into groups of panels, each
-// computed by group on the claimer's scratch; groups are claimed from
-// next by the caller and by helpers. Every group is computed exactly as
-// in a serial call, so the result does not depend on the split.
+// computed by group on scratch of its own (par.Chunked); groups are
+// claimed by the caller and by the pool's workers. Every group is computed
+// exactly as in a serial call, so the result does not depend on the split.
 type call struct {
 	gemv   bool
 	k      *kernel
@@ -40,63 +40,19 @@ type call struct {
 	m      int
 	mr, nv int // largest tile
 	groups int
-	next   atomic.Int64
-	wg     sync.WaitGroup
 }
 
-func (c *call) work(s *scratch) {
-	for {
-		g := int(c.next.Add(1)) - 1
-		if g >= c.groups {
-			return
-		}
-		if c.gemv {
-			c.gemvGroup(s, g)
-		} else {
-			c.dynamicGroup(s, g)
-		}
+// RunChunk computes group g.
+func (c *call) RunChunk(g int) {
+	s := getScratch()
+	if c.gemv {
+		c.gemvGroup(s, g)
+	} else {
+		c.dynamicGroup(s, g)
 	}
+	putScratch(s)
 }
 
-// The helpers: long-lived goroutines, each with its own scratch, started
-// on first use.
-var (
-	helperOnce  sync.Once
-	helperCalls chan *call
-)
-
-// maxHelpers bounds the helper goroutines.
-const maxHelpers = 7
-
-func startHelpers() {
-	helperCalls = make(chan *call)
-	for range maxHelpers {
-		go func() {
-			s := new(scratch)
-			for c := range helperCalls {
-				c.work(s)
-				c.wg.Done()
-			}
-		}()
-	}
-}
-
-// run computes c's groups on the caller's scratch s and up to t-1
-// helpers; a helper busy with another call is not waited for: its share
-// falls to the others.
-func (c *call) run(s *scratch, t int) {
-	c.next.Store(0)
-	if t > 1 {
-		helperOnce.Do(startHelpers)
-		for range min(t-1, maxHelpers) {
-			c.wg.Add(1)
-			select {
-			case helperCalls <- c:
-			default:
-				c.wg.Done()
-			}
-		}
-	}
-	c.work(s)
-	c.wg.Wait()
-}
+// run computes c's groups on the caller and up to t-1 workers; a worker
+// busy with other work is not waited for: its share falls to the others.
+func (c *call) run(t int) { par.Loop(c, c.groups, t) }

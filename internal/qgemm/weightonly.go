@@ -30,7 +30,7 @@ func weightOnly(k *kernel, y, x []float32, m int, w *Weights) {
 		c := &s.call
 		*c = call{gemv: true, k: k, w: w, y: y, x: xp, nv: k.gemvNV}
 		c.groups = (w.np + c.nv - 1) / c.nv
-		c.run(s, threadsFor(1, w.n, w.k, c.groups))
+		c.run(threadsFor(1, w.n, w.k, c.groups))
 		*c = call{}
 		putScratch(s)
 		return

@@ -59,78 +59,40 @@ func threadsFor(kn *kernel, m, n, k int) int {
 // chunk per goroutine.
 const chunksPerThread = 2
 
-// job is one parallel product: its chunks, claimed in order by the caller
-// and the workers it woke.
+// job is one parallel product cut into chunks (par.Chunked).
 type job struct {
-	p       problem
-	byRows  bool // chunks are blocks of rows (else of columns)
-	step    int  // rows or columns per chunk
-	size    int  // m or n
-	chunks  int64
-	next    atomic.Int64 // next chunk to claim
-	pending atomic.Int64 // chunks not yet finished
-	refs    atomic.Int32 // goroutines still using the job
-	done    *par.Latch   // a worker that finished the last chunk tells the caller
+	p      problem
+	byRows bool // chunks are blocks of rows (else of columns)
+	step   int  // rows or columns per chunk
+	size   int  // m or n
 }
 
 // jobFree holds idle jobs (see scratchFree).
 var jobFree = make(chan *job, 16)
 
-// RunTask is a pool worker's share of the product: chunks until none is
-// left (none, if the caller has claimed them all before the worker came).
-func (j *job) RunTask() {
+// RunChunk computes chunk c of the product on scratch of its own.
+func (j *job) RunChunk(c int) {
+	lo := c * j.step
+	hi := min(lo+j.step, j.size)
+	var part problem
+	if j.byRows {
+		part = j.p.rows(lo, hi)
+	} else {
+		part = j.p.cols(lo, hi)
+	}
 	s := getScratch()
-	if j.work(s) {
-		j.done.Done()
-	}
+	part.run(s)
 	putScratch(s)
-	j.release()
-}
-
-// work runs chunks until none is left to claim, reporting whether it
-// finished the product's last chunk.
-func (j *job) work(s *scratch) (last bool) {
-	for {
-		c := j.next.Add(1) - 1
-		if c >= j.chunks {
-			return false
-		}
-		lo := int(c) * j.step
-		hi := min(lo+j.step, j.size)
-		var part problem
-		if j.byRows {
-			part = j.p.rows(lo, hi)
-		} else {
-			part = j.p.cols(lo, hi)
-		}
-		part.run(s)
-		if j.pending.Add(-1) == 0 {
-			return true
-		}
-	}
-}
-
-// release drops one reference and recycles the job after the last.
-func (j *job) release() {
-	if j.refs.Add(-1) != 0 {
-		return
-	}
-	j.p = problem{}
-	select {
-	case jobFree <- j:
-	default:
-	}
 }
 
 // parallel cuts p into about chunksPerThread·t chunks along M or N and runs
 // them on the caller and on up to t-1 workers of package par's pool.
 func parallel(p *problem, t int) {
-	par.Workers() // the pool grows with GOMAXPROCS
 	var j *job
 	select {
 	case j = <-jobFree:
 	default:
-		j = &job{done: par.NewLatch()}
+		j = new(job)
 	}
 	// Chunks of rows each pack all of B (k×n), chunks of columns each read
 	// all of A (k×m): cut along M when it is the much larger side or N
@@ -142,23 +104,12 @@ func parallel(p *problem, t int) {
 		j.size, j.step = p.m, p.kern.mr
 	}
 	j.step = roundUp((j.size+n-1)/n, j.step)
-	j.chunks = int64((j.size + j.step - 1) / j.step)
 	j.p = *p
-	j.next.Store(0)
-	j.pending.Store(j.chunks)
-	j.refs.Store(1)
-	j.done.Reset()
-	for range t - 1 {
-		j.refs.Add(1)
-		if !par.Offer(j) {
-			j.refs.Add(-1) // the queue is full: the caller does more
-		}
+	par.Loop(j, (j.size+j.step-1)/j.step, t)
+	// every chunk has run and no worker holds j now
+	j.p = problem{}
+	select {
+	case jobFree <- j:
+	default:
 	}
-	s := getScratch()
-	last := j.work(s)
-	putScratch(s)
-	if !last {
-		j.done.Wait()
-	}
-	j.release()
 }
