@@ -7,44 +7,29 @@ import (
 )
 
 // Latch is one goroutine's signal that it has finished something, waited
-// for by one other goroutine. The waiter polls for spinFor before it
-// parks: a parked goroutine's wake-up, and the idle processor the runtime
-// then has to wake for whichever goroutine it displaces, go through the
-// operating system, hundreds of microseconds on a virtual machine; a step
-// waits this way for a worker's last chunk, typically a few microseconds
-// off. The zero value is not ready: use NewLatch.
-type Latch struct {
-	state atomic.Int32 // latchRunning, latchDone or latchParked
-	wake  chan struct{}
-}
-
-const (
-	latchRunning = iota
-	latchDone
-	latchParked // the waiter is parked (or about to be) on wake
-)
-
-// NewLatch returns a latch ready for its first Reset.
-func NewLatch() *Latch { return &Latch{wake: make(chan struct{}, 1)} }
+// for by another. The waiter polls: for spinFor on the processor, then
+// asleep in short naps (see nap). It never parks on a channel or a lock:
+// a parked goroutine's wake-up, and that of the idle processor the runtime
+// then has to find for whichever goroutine it displaces, go through the
+// operating system, hundreds of microseconds on a virtual machine, and a
+// park takes the runtime's wait records, which it allocates when its
+// caches run dry at moments the scheduler decides. A step waits this way
+// for a worker's last chunk, typically microseconds off. The zero value is
+// ready for a first round; Reset makes it ready again.
+type Latch struct{ done atomic.Bool }
 
 // Reset readies the latch for a new round: call it before the work is
 // handed over, never while a Done or Wait of the last round may run.
-func (l *Latch) Reset() { l.state.Store(latchRunning) }
+func (l *Latch) Reset() { l.done.Store(false) }
 
 // Done says the work has finished; it never blocks.
-func (l *Latch) Done() {
-	if l.state.Swap(latchDone) == latchParked {
-		l.wake <- struct{}{}
-	}
-}
+func (l *Latch) Done() { l.done.Store(true) }
 
 // Wait returns once Done has been called this round.
 func (l *Latch) Wait() {
-	if spinUntil(func() bool { return l.state.Load() == latchDone }) {
-		return
-	}
-	if l.state.CompareAndSwap(latchRunning, latchParked) {
-		<-l.wake
+	ready := l.done.Load
+	if !spinUntil(ready) {
+		napUntil(ready, 0)
 	}
 }
 
@@ -67,5 +52,28 @@ func spinUntil(ready func() bool) bool {
 			return false
 		}
 		runtime.Gosched()
+	}
+}
+
+// The naps after a spin: from napMin, doubling to napMax.
+const (
+	napMin = 20 * time.Microsecond
+	napMax = time.Millisecond
+)
+
+// napUntil polls ready between naps, for at most limit asleep (no limit
+// if 0), and reports whether ready became true. A nap is the runtime's
+// timer, which allocates nothing once a goroutine has slept once.
+func napUntil(ready func() bool, limit time.Duration) bool {
+	var slept time.Duration
+	for d := napMin; ; d = min(2*d, napMax) {
+		if ready() {
+			return true
+		}
+		if limit > 0 && slept >= limit {
+			return false
+		}
+		time.Sleep(d)
+		slept += d
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // TestLatch: Wait returns only after Done, whether Done comes before the
-// wait, while the waiter spins, or after it has parked; and the latch is
+// wait, while the waiter spins, or once it naps; and the latch is
 // reusable round after round.
 func TestLatch(t *testing.T) {
 	for _, tc := range []struct {
@@ -16,10 +16,10 @@ func TestLatch(t *testing.T) {
 	}{
 		{"done first", -1},
 		{"while spinning", 0},
-		{"after parking", 3 * spinFor},
+		{"after napping", 3 * spinFor},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewLatch()
+			l := new(Latch)
 			for round := range 5 {
 				l.Reset()
 				var finished atomic.Bool
@@ -39,9 +39,9 @@ func TestLatch(t *testing.T) {
 }
 
 // TestLatchWaitsForDone is the negative control: without Done, Wait is
-// still waiting well past the spin (parked, not returned).
+// still waiting well past the spin (napping, not returned).
 func TestLatchWaitsForDone(t *testing.T) {
-	l := NewLatch()
+	l := new(Latch)
 	l.Reset()
 	var returned atomic.Bool
 	go func() { l.Wait(); returned.Store(true) }()

@@ -23,71 +23,78 @@ func Loop(w Chunked, n, t int) {
 	select {
 	case l = <-loopFree:
 	default:
-		l = &loop{done: NewLatch()}
+		l = new(loop)
 	}
-	l.w, l.n = w, int64(n)
-	l.next.Store(0)
-	l.pending.Store(int64(n))
-	l.refs.Store(1)
-	l.done.Reset()
-	for range t - 1 {
-		l.refs.Add(1)
-		if !offer(l) {
-			l.refs.Add(-1) // the queue is full: the caller does more
-		}
+	l.run(w, n, t-1)
+	select {
+	case loopFree <- l:
+	default:
 	}
-	if !l.work() {
-		l.done.Wait() // a worker has the last chunk
-	}
-	l.release()
 }
 
-// loop is one run of Loop. A worker may receive it after the caller has
-// claimed every chunk, even after Loop has returned: it then claims none
-// and only drops its reference; the last reference recycles the loop.
+// loop is one run of Loop at a time: its chunk counter, and a seat for
+// each worker it is offered to. A seat is taken once a round, by a worker
+// or (once the chunks are gone) by the caller, which so takes back every
+// seat no worker came for: after the round nothing refers to the work, and
+// an offer received late finds its seat taken and leaves. Seats are reset
+// for the next round only after the round's writes, so a late offer that
+// takes one then sees that round's work and joins it.
 type loop struct {
-	w       Chunked
-	n       int64
-	next    atomic.Int64 // the next chunk to claim
-	pending atomic.Int64 // chunks not yet finished
-	refs    atomic.Int32 // the caller and the offers not yet received
-	done    *Latch       // a worker that finished the last chunk says so
+	w     Chunked
+	n     int64
+	next  atomic.Int64 // the next chunk to claim
+	seats []seat
+}
+
+// seat is one worker's place in a loop.
+type seat struct {
+	l     *loop
+	taken atomic.Bool
+	done  Latch // the worker that took the seat has claimed its last chunk
 }
 
 // loopFree holds idle loops.
 var loopFree = make(chan *loop, 16)
 
-// RunTask is a worker's share (task).
-func (l *loop) RunTask() {
-	if l.work() {
-		l.done.Done()
+// run runs a round: w's n chunks on the caller and on up to helpers
+// workers.
+func (l *loop) run(w Chunked, n, helpers int) {
+	for len(l.seats) < helpers {
+		l.seats = append(l.seats, seat{})
 	}
-	l.release()
+	l.w, l.n = w, int64(n)
+	l.next.Store(0)
+	for i := range helpers {
+		s := &l.seats[i]
+		s.l = l
+		s.done.Reset()
+		s.taken.Store(false)
+		offer(s) // if the queue is full, the caller does more
+	}
+	l.work()
+	for i := range helpers {
+		if s := &l.seats[i]; !s.taken.CompareAndSwap(false, true) {
+			s.done.Wait() // a worker has it: wait for its last chunk
+		}
+	}
+	l.w = nil
 }
 
-// work runs chunks until none is left to claim, reporting whether it
-// finished the last one.
-func (l *loop) work() (last bool) {
+// RunTask is a worker's share (task).
+func (s *seat) RunTask() {
+	if s.taken.CompareAndSwap(false, true) {
+		s.l.work()
+		s.done.Done()
+	}
+}
+
+// work runs chunks until none is left to claim.
+func (l *loop) work() {
 	for {
 		c := l.next.Add(1) - 1
 		if c >= l.n {
-			return false
+			return
 		}
 		l.w.RunChunk(int(c))
-		if l.pending.Add(-1) == 0 {
-			return true
-		}
-	}
-}
-
-// release drops one reference and recycles the loop after the last.
-func (l *loop) release() {
-	if l.refs.Add(-1) != 0 {
-		return
-	}
-	l.w = nil
-	select {
-	case loopFree <- l:
-	default:
 	}
 }

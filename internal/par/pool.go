@@ -13,14 +13,14 @@ import (
 func Workers() int { return ensureWorkers(runtime.GOMAXPROCS(0) - 1) }
 
 // spinFor is how long a worker that has just run a task keeps polling the
-// queue before it parks. A parked worker's wake-up goes through the
-// operating system (and on a virtual machine through the hypervisor): it
-// was measured at a few hundred microseconds on a 2-vCPU machine here,
-// longer than a chunk of most products, so without the spin a second core
-// took about a quarter of a 768×512×128 product's chunks and bought 1.05-
-// 1.3x. A training step offers work every few tens of microseconds, so a
-// spinning worker catches the next task; a pool that gets none for spinFor
-// parks and costs nothing.
+// queue on the processor before it naps (see idleFor), and a waiting
+// caller before it naps (Latch). A parked or sleeping worker's wake-up
+// goes through the operating system (and on a virtual machine through the
+// hypervisor): it was measured at a few hundred microseconds on a 2-vCPU
+// machine here, longer than a chunk of most products, so with workers
+// parked on a channel a second core took about a quarter of a 768×512×128
+// product's chunks and bought 1.05-1.3x. A training step offers work every
+// few tens of microseconds, so a spinning worker catches the next task.
 const spinFor = 200 * time.Microsecond
 
 // task is work offered to the pool: a worker that receives it calls
@@ -59,17 +59,25 @@ func worker() {
 	}
 }
 
-// next receives the next task: polling the queue for spinFor, then parked.
+// idleFor is how long, in naps, a worker that has spun for spinFor with
+// no task goes on polling before it parks on the queue: parking takes the
+// runtime's wait records (see Latch), so a worker parks only once the
+// process has had nothing to split for a while, not between two steps.
+const idleFor = 20 * time.Millisecond
+
+// next receives the next task: polling the queue for spinFor, then between
+// naps for idleFor, then parked.
 func next() task {
 	var t task
-	if spinUntil(func() bool {
+	poll := func() bool {
 		select {
 		case t = <-pool.jobs:
 			return true
 		default:
 			return false
 		}
-	}) {
+	}
+	if spinUntil(poll) || napUntil(poll, idleFor) {
 		return t
 	}
 	return <-pool.jobs

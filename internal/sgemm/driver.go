@@ -66,7 +66,7 @@ func (p *problem) run(s *scratch) {
 	if !overwrite {
 		blasarg.Scale(p.beta, p.m, p.n, p.c, p.ldc)
 	}
-	s.grow(kn, p.m, p.n, p.k)
+	s.grow(kn)
 	full, half := kn.rows, kn.rowsHalf // kernels reading A in place
 	if p.aT {
 		full, half = kn.cols, kn.colsHalf

@@ -31,16 +31,19 @@ func putScratch(s *scratch) {
 	}
 }
 
-// grow makes s large enough for an m×n×k product with kernel kn.
-func (s *scratch) grow(kn *kernel, m, n, k int) {
-	kb := min(kn.kc, k)
-	mb := roundUp(min(kn.mc, m), kn.mr)
-	nb := roundUp(min(kn.nc, n), kn.nr)
-	if len(s.a) < mb*kb {
+// grow makes s large enough for any product with kernel kn: its blocks at
+// their largest (mc×kc of A, kc×nc of B, 2.1 MiB in all for AVX-512), not
+// the product's. Scratch passes from chunk to chunk of products of every
+// shape, in an order the scheduler decides; grown to each product's need
+// instead, a scratch met a larger block at a step nobody could predict,
+// and a training step that allocates nothing once warm allocated now and
+// then (the arena lab's timed steps: one run in ten).
+func (s *scratch) grow(kn *kernel) {
+	if len(s.a) < kn.mc*kn.kc {
 		s.a = make([]float32, kn.mc*kn.kc)
 	}
-	if len(s.b) < nb*kb {
-		s.b = make([]float32, nb*kb)
+	if len(s.b) < kn.kc*kn.nc {
+		s.b = make([]float32, kn.kc*kn.nc)
 	}
 	if len(s.t) < kn.mr*kn.nr {
 		s.t = make([]float32, kn.mr*kn.nr)
