@@ -252,12 +252,20 @@ func arenaCase(ctx context.Context, mc models.Config, seed int64, train bool, st
 	return res, nil
 }
 
-// timeSteps runs step n times (after one untimed step) and returns the
-// median time and the heap allocations per step; an error is returned in
-// executor.
+// warmSteps is how many untimed steps come first: the first binds the
+// kernels; the next let the pool's workers and their scratch reach the
+// concurrency the step has (on two cores one warm step left about one
+// allocation in three quick runs inside the timed steps).
+const warmSteps = 3
+
+// timeSteps runs step n times (after warmSteps untimed steps) and returns
+// the median time and the heap allocations per step; an error is returned
+// in executor.
 func timeSteps(n int, step func() error) speedRow {
-	if err := step(); err != nil { // warm up
-		return speedRow{executor: err.Error()}
+	for range warmSteps {
+		if err := step(); err != nil {
+			return speedRow{executor: err.Error()}
+		}
 	}
 	var before, after runtime.MemStats
 	times := make([]float64, n)
