@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -102,6 +103,11 @@ type worker struct {
 // the one the workers' verdict names (each writes it on a status pipe), or
 // else the first to exit badly. Cancelling ctx (an interrupt) sends SIGINT
 // to every worker, SIGKILL after the grace, and returns ErrInterrupted.
+// Unless the environment or cfg.Env sets GOMAXPROCS, each worker gets
+// GOMAXPROCS = the CPUs over NProc (at least 1), as torchrun sets
+// OMP_NUM_THREADS=1: a worker's kernels split their work across its
+// GOMAXPROCS, and their idle helpers poll for a while before they sleep,
+// so ranks that each took every core would take turns on them.
 func Launch(ctx context.Context, cfg LaunchConfig) error {
 	if cfg.NProc < 1 {
 		return fmt.Errorf("launch: --nproc %d: want at least 1", cfg.NProc)
@@ -175,6 +181,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 			EnvMasterAddr+"="+host, EnvMasterPort+"="+port, EnvJob+"="+job, EnvLauncher+"="+ll.addr())
 		if cfg.Deadline > 0 {
 			cmd.Env = append(cmd.Env, EnvDeadline+"="+cfg.Deadline.String())
+		}
+		if procs := rankProcs(cfg.NProc, cmd.Env); procs > 0 {
+			cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
 		}
 		switch {
 		case log != nil:
@@ -403,4 +412,15 @@ func (p *prefixWriter) flush() {
 		p.w.Write(append(append([]byte(p.prefix), p.buf...), '\n'))
 		p.buf = nil
 	}
+}
+
+// rankProcs is the GOMAXPROCS each of nproc workers gets: the CPUs over
+// nproc, at least 1; or 0 (none given) when env already sets it.
+func rankProcs(nproc int, env []string) int {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return 0
+		}
+	}
+	return max(1, runtime.NumCPU()/nproc)
 }

@@ -182,3 +182,24 @@ func TestBlameFollowsTheVerdicts(t *testing.T) {
 		t.Errorf("blame of a loop = rank %d, %q; want the earliest verdict's rank 0", je.Rank, je.Msg)
 	}
 }
+
+// TestRankProcs: the CPUs are shared among the ranks, at least one each,
+// unless the environment already names GOMAXPROCS.
+func TestRankProcs(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct {
+		nproc int
+		env   []string
+		want  int
+	}{
+		{1, nil, cpus},
+		{2, []string{"PATH=/bin"}, max(1, cpus/2)},
+		{cpus + 1, nil, 1},
+		{2, []string{"GOMAXPROCS=3"}, 0},
+		{2, []string{"GOMAXPROCSX=3"}, max(1, cpus/2)},
+	} {
+		if got := rankProcs(tc.nproc, tc.env); got != tc.want {
+			t.Errorf("rankProcs(%d, %q) = %d, want %d", tc.nproc, tc.env, got, tc.want)
+		}
+	}
+}
