@@ -65,6 +65,27 @@ func (m *Model) OpProfile(runs int) ([]OpTime, error) {
 	return out, nil
 }
 
+// StepFlops is the FLOPs of one forward and backward pass, as OpProfile
+// counts them (a product's multiply-adds twice, one per output element of
+// any other op): every op of the arena program, or of the graph under the
+// TapeMachine. The optimizer's update is not in it.
+func (m *Model) StepFlops() float64 {
+	p := m.Arena()
+	var fl float64
+	for _, n := range m.g.AllNodes() {
+		if n.Op() == nil {
+			continue
+		}
+		if p != nil {
+			if _, ok := p.StepOf(n); !ok {
+				continue
+			}
+		}
+		fl += flops(n)
+	}
+	return fl
+}
+
 // OpKind names an op's kind for a profile: a matrix product by its
 // transposes ("matmul Aᵀ×B"), a cast by its types, any other op by its
 // name without its parameters.

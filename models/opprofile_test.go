@@ -9,7 +9,7 @@ import (
 // TestOpProfile: the profile covers every op the arena runs once, by
 // kind; the three products of every linear layer carry the FLOPs the
 // shapes give (forward A×B or A×Bᵀ, and the two backward products); and
-// a model off the arena is refused.
+// StepFlops is the kinds' sum; and a model off the arena is refused.
 func TestOpProfile(t *testing.T) {
 	cfg, _ := Preset("tiny")
 	p := NewParams(cfg, 1)
@@ -26,9 +26,10 @@ func TestOpProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, matmul := 0, 0.0
+	ops, matmul, all := 0, 0.0, 0.0
 	for i, k := range kinds {
 		ops += k.Ops
+		all += k.Flops
 		if strings.HasPrefix(k.Kind, "matmul ") {
 			matmul += k.Flops
 		}
@@ -47,11 +48,18 @@ func TestOpProfile(t *testing.T) {
 		t.Errorf("the products count %.4g FLOPs, want the linear layers' %.4g and a little more for attention", matmul, want)
 	}
 
+	if got := m.StepFlops(); got != all {
+		t.Errorf("StepFlops = %.6g, the profile's kinds sum %.6g", got, all)
+	}
+
 	tape, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithTapeMachine())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tape.Close()
+	if got := tape.StepFlops(); got < all {
+		t.Errorf("StepFlops on the TapeMachine = %.6g, below the arena program's %.6g", got, all)
+	}
 	if _, err := tape.OpProfile(1); !errors.Is(err, ErrConfig) {
 		t.Errorf("OpProfile on the TapeMachine: %v, want ErrConfig", err)
 	}

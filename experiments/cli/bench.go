@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gptlab/experiments/lab"
+	"gptlab/internal/sgemm"
 	"gptlab/models"
 	"gptlab/precision"
 	"gptlab/reports"
@@ -209,6 +210,7 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 	r.Check("loss falls on the fixed batch", losses[steps-1] < losses[0],
 		"loss %.4f at the first timed step, %.4f at the last: the steps update the model", losses[0], losses[steps-1])
 	r.Note("One step is forward, backward and AdamW (lr 1e-3) on one fixed random batch, as the reference's bench mode. allocs_per_step and bytes_allocated_per_step are runtime.MemStats deltas (Mallocs, TotalAlloc) over the timed steps divided by their number; peak_heap_bytes is the largest %s (HeapAlloc) sampled every 2 ms during them.", heapMetric)
+	benchPeak(r, m.StepFlops(), med)
 	if profile {
 		if bc.Exec != "arena" {
 			return nil, lab.Usagef("bench train: --profile times the arena's ops: not with --set executor=%s", bc.Exec)
@@ -298,11 +300,33 @@ func benchProfile(r *reports.Report, m *models.Model, runs int, update func() er
 	t.Row("AdamW (outside the graph)", 1, adamw, adamw.Seconds()/step.Seconds(), math.NaN(), math.NaN(), math.NaN(), math.NaN())
 	r.Metric("profiled_step_ms", float64(step.Microseconds())/1e3)
 	r.Metric("profiled_adamw_ms", float64(adamw.Microseconds())/1e3)
-	r.Metric("step_gflop", fl/1e9)
 	r.Metric("profiled_gflop_per_s", fl/step.Seconds()/1e9)
 	t.Note("Each op is timed alone (a clock read around it), in the program's order, on the bench's batch; a kind's time is the sum of its ops' medians, its share that over the profiled step (the kinds' sum and AdamW's median: %s, beside the timed steps' median above). FLOPs count a product's multiply-adds twice and one per output element of any other op; bytes are the op's inputs and output once each (the checkpointing cost model's counts).",
 		step.Round(time.Microsecond))
 	return nil
+}
+
+// peakTime is how long each of Peak's two measurements runs.
+const peakTime = 200 * time.Millisecond
+
+// benchPeak adds the step's FLOP rate beside the machine's FMA peak,
+// measured now on one thread and on GOMAXPROCS (sgemm.Peak), after the
+// timed steps so that it does not warm or cool them.
+func benchPeak(r *reports.Report, flops float64, med time.Duration) {
+	procs := runtime.GOMAXPROCS(0)
+	one, what := sgemm.Peak(1, peakTime)
+	all := one
+	if procs > 1 {
+		all, _ = sgemm.Peak(procs, peakTime)
+	}
+	stepRate := rate(flops, med.Seconds()) / 1e9
+	r.Metric("step_gflop", flops/1e9)
+	r.Metric("step_gflop_per_s", stepRate)
+	r.Metric("fma_peak_1t_gflop_per_s", one)
+	r.Metric("fma_peak_gflop_per_s", all)
+	r.Metric("step_share_of_fma_peak", stepRate/all)
+	r.Note("Peak: the %s on %s at once: %.0f GFLOP/s (%.0f on one), measured for %v after the timed steps; the median step's %.3f GFLOP (its products' multiply-adds twice, one per output element of any other op; AdamW aside) at %.1f GFLOP/s is %.0f%% of it.",
+		what, reports.Count(procs, "thread"), all, one, peakTime, flops/1e9, stepRate, 100*stepRate/all)
 }
 
 // rate is x per second over sec, NaN when no time was measured.

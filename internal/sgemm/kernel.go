@@ -33,6 +33,11 @@ type kernel struct {
 	// copyRows, if not nil, sets dst[j*panelStride+r*w+c] = src[r*ld+j*w+c]
 	// for j < panels, r < rows, c < w (packing a row-major B).
 	copyRows func(dst, src *float32, ld, rows, panels, w, panelStride int)
+
+	// fmaLoop, if not nil, runs n trips of fmaFlops floating-point
+	// operations of FMAs alone on the kernel's vectors (Peak).
+	fmaLoop  func(n int)
+	fmaFlops int
 }
 
 // goKernel is the portable microkernel.

@@ -73,3 +73,9 @@ func transpose8(dst *float32, src *float32, ld int, dstStride int, nblk int)
 //
 //go:noescape
 func copyRows(dst *float32, src *float32, ld int, rows int, panels int, w int, panelStride int)
+
+// fmaPeak512 runs n trips of 12 independent FMAs (VFMADD231PS) on registers alone.
+func fmaPeak512(n int)
+
+// fmaPeak256 runs n trips of 12 independent FMAs (VFMADD231PS) on registers alone.
+func fmaPeak256(n int)

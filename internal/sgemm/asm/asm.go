@@ -46,6 +46,8 @@ func main() {
 	}
 	genTranspose()
 	genCopyRows()
+	genFMAPeak("fmaPeak512", ZMM)
+	genFMAPeak("fmaPeak256", YMM)
 	Generate()
 }
 
@@ -359,6 +361,38 @@ func genCopyRows() {
 	DECQ(panels)
 	JNZ(LabelRef("panel"))
 	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// fmaChains is how many independent accumulators the peak loop keeps: more
+// than any core's FMA latency times its FMA ports (4 cycles × 2 here),
+// so the loop is bound by throughput alone.
+const fmaChains = 12
+
+// genFMAPeak generates name(n), n trips of fmaChains independent
+// VFMADD231PS on vectors of vec: nothing but FMAs, for the machine's peak.
+func genFMAPeak(name string, vec func() reg.VecVirtual) {
+	TEXT(name, NOSPLIT, "func(n int)")
+	Doc(fmt.Sprintf("%s runs n trips of %d independent FMAs (VFMADD231PS) on registers alone.", name, fmaChains))
+	n := Load(Param("n"), GP64())
+	x, y := vec(), vec()
+	VXORPS(x, x, x)
+	VXORPS(y, y, y)
+	acc := make([]reg.VecVirtual, fmaChains)
+	for i := range acc {
+		acc[i] = vec()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	for _, a := range acc {
+		VFMADD231PS(x, y, a)
+	}
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
