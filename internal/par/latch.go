@@ -8,7 +8,7 @@ import (
 
 // Latch is one goroutine's signal that it has finished something, waited
 // for by another. The waiter polls: for spinFor on the processor, then
-// asleep in short naps (see nap). It never parks on a channel or a lock:
+// asleep in short naps (napUntil). It never parks on a channel or a lock:
 // a parked goroutine's wake-up, and that of the idle processor the runtime
 // then has to find for whichever goroutine it displaces, go through the
 // operating system, hundreds of microseconds on a virtual machine, and a

@@ -55,17 +55,17 @@ func TestLatchWaitsForDone(t *testing.T) {
 	}
 }
 
-// lateTask counts its runs.
-type lateTask struct{ runs atomic.Int64 }
+// countTask counts its runs.
+type countTask struct{ runs atomic.Int64 }
 
-func (l *lateTask) RunTask() { l.runs.Add(1) }
+func (l *countTask) RunTask() { l.runs.Add(1) }
 
 // TestOfferRunsOnce: a task the pool took is run once by a worker.
 func TestOfferRunsOnce(t *testing.T) {
 	if Workers() == 0 {
 		t.Skip("one usable CPU: no pool")
 	}
-	var lt lateTask
+	var lt countTask
 	for !offer(&lt) {
 		time.Sleep(spinFor)
 	}

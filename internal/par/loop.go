@@ -7,12 +7,15 @@ import "sync/atomic"
 type Chunked interface{ RunChunk(c int) }
 
 // Loop runs chunks [0, n) of w, each once, on the caller and on up to t-1
-// workers of the pool, and returns when all have run. Chunks are claimed
+// workers of the pool (grown to t-1 if smaller: callers keep t within
+// GOMAXPROCS), and returns when all have run. Chunks are claimed
 // in order; which goroutine runs which depends on timing, so a chunk's
 // result must not. A Loop with t < 2 runs the chunks in order on the
 // caller. Passing a pointer as w allocates nothing.
 func Loop(w Chunked, n, t int) {
-	t = min(t, n, Workers()+1)
+	if t = min(t, n); t >= 2 {
+		t = min(t, ensureWorkers(t-1)+1)
+	}
 	if t < 2 {
 		for c := range n {
 			w.RunChunk(c)
@@ -43,7 +46,7 @@ type loop struct {
 	w     Chunked
 	n     int64
 	next  atomic.Int64 // the next chunk to claim
-	seats []seat
+	seats []*seat // never moved: a late offer may still point at one
 }
 
 // seat is one worker's place in a loop.
@@ -60,20 +63,19 @@ var loopFree = make(chan *loop, 16)
 // workers.
 func (l *loop) run(w Chunked, n, helpers int) {
 	for len(l.seats) < helpers {
-		l.seats = append(l.seats, seat{})
+		l.seats = append(l.seats, &seat{l: l})
 	}
 	l.w, l.n = w, int64(n)
 	l.next.Store(0)
 	for i := range helpers {
-		s := &l.seats[i]
-		s.l = l
+		s := l.seats[i]
 		s.done.Reset()
 		s.taken.Store(false)
 		offer(s) // if the queue is full, the caller does more
 	}
 	l.work()
 	for i := range helpers {
-		if s := &l.seats[i]; !s.taken.CompareAndSwap(false, true) {
+		if s := l.seats[i]; !s.taken.CompareAndSwap(false, true) {
 			s.done.Wait() // a worker has it: wait for its last chunk
 		}
 	}

@@ -9,9 +9,10 @@ package par
 
 import "sync/atomic"
 
-// The pool has one fewer goroutine than GOMAXPROCS, started on first use. Running a Loop offers it to the pool, then the
-// caller and whichever workers pick it up claim chunks from a shared
-// atomic counter until none is left; the caller then waits only for the
+// The pool grows to as many workers as a Loop asks for (callers ask for at
+// most GOMAXPROCS-1), started on first use. Running a Loop offers it to
+// the pool, then the caller and whichever workers pick it up claim chunks
+// from a shared atomic counter until none is left; the caller then waits only for the
 // chunks in flight on a worker. On a machine whose other cores are busy
 // the caller simply does most of the work itself instead of waiting for
 // a descheduled worker. Neither a worker nor a waiting caller parks while

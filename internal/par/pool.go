@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Workers is the number of pool goroutines besides the caller (0 with
-// one usable CPU: nothing is ever split). The pool grows to GOMAXPROCS-1
-// when asked for more; it never shrinks.
+// Workers grows the pool to GOMAXPROCS-1 and returns the number of its
+// goroutines, the callers aside (0 with one usable CPU: nothing is ever
+// split). The pool never shrinks.
 func Workers() int { return ensureWorkers(runtime.GOMAXPROCS(0) - 1) }
 
 // spinFor is how long a worker that has just run a task keeps polling the
@@ -25,8 +25,8 @@ const spinFor = 200 * time.Microsecond
 
 // task is work offered to the pool: a worker that receives it calls
 // RunTask once. An offered task may be received late, after its caller
-// has finished the work itself: RunTask must then return at once (a loop's
-// atomic chunk counter makes it so).
+// has finished the work itself: RunTask must then return at once (a
+// loop's seat, taken back by the caller, makes it so).
 type task interface{ RunTask() }
 
 var pool struct {
