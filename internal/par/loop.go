@@ -46,7 +46,7 @@ type loop struct {
 	w     Chunked
 	n     int64
 	next  atomic.Int64 // the next chunk to claim
-	seats []*seat // never moved: a late offer may still point at one
+	seats []*seat      // never moved: a late offer may still point at one
 }
 
 // seat is one worker's place in a loop.
