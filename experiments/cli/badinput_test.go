@@ -47,6 +47,8 @@ func TestBadInputs(t *testing.T) {
 		{"run --out under a file", []string{"run", "test-probe", "--out", filepath.Join(file, "sub")}, file},
 		{"gate --out a file", []string{"exit-gate", "--out", file}, "--out " + file},
 		{"train --out a file", []string{"gpt", "train", "--out", file}, "--out " + file},
+		{"bench layers beyond its bound", []string{"bench", "train", "--set", "layers=97"}, "--set layers=97: want 1 to 96"},
+		{"bench negative block", []string{"bench", "train", "--set", "block=-1"}, "--set block=-1"},
 		{"bench --out a file", []string{"bench", "train", "--out", file}, "--out " + file},
 		{"grads --out in no directory", []string{"gpt", "grads", "--model", "m", "--batch", "b", "--out", filepath.Join(dir, "no", "o.safetensors")}, "gpt grads --out"},
 		{"grads --out a directory", []string{"gpt", "grads", "--model", "m", "--batch", "b", "--out", dir}, "is a directory"},

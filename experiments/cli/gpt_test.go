@@ -267,6 +267,34 @@ func TestBenchTrainJSON(t *testing.T) {
 	}
 }
 
+// TestBenchTrainShape: --set layers and block reach the model: its
+// parameter count grows by a block's per extra layer and by a row of
+// positions per extra token, and the tokens per step follow the block.
+func TestBenchTrainShape(t *testing.T) {
+	params := func(sets ...string) float64 {
+		t.Helper()
+		args := []string{"bench", "train", "--set", "config=tiny", "--steps", "1", "--set", "warmup=0", "--format", "json"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		code, out, errs := runMain(args...)
+		if code != 0 {
+			t.Fatalf("bench train %v: status %d: %s", sets, code, errs)
+		}
+		return jsonMetrics(t, out)["parameter_count"].(float64)
+	}
+	cfg, _ := models.Preset("tiny")
+	C := float64(cfg.Embd)
+	perLayer := 12*C*C + 13*C // attention (4C² + 4C), MLP (8C² + 5C), two layernorms (4C)
+	base := params()
+	if got := params("layers=3") - base; got != perLayer {
+		t.Errorf("layers=3 adds %v parameters to tiny's 2 layers, want one block's %v", got, perLayer)
+	}
+	if got := params("block=20") - base; got != 4*C {
+		t.Errorf("block=20 adds %v parameters to tiny's 16 positions, want 4 rows of wpe (%v)", got, 4*C)
+	}
+}
+
 // TestBenchTrainProfile: --profile adds the table of the step's ops by
 // kind, and its step is the kinds' sum and AdamW's; the TapeMachine,
 // whose ops the arena does not run, is refused with exit 2.
