@@ -11,14 +11,17 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/sgemm"
 	"gptlab/planner/arena"
 )
 
 // Causal attention's products touch a lower triangle: the scores q·kᵀ are
 // read by the causal softmax on and below the diagonal only, and the
 // probabilities p that multiply v are zero above it. These ops compute
-// only what is needed, by blocks of causalRows rows, for every item of a
-// batch (B*H heads):
+// only what is needed, for every item of a batch (B*H heads): on gptlab's
+// sgemm with its causal products, which stop each row panel of a few rows
+// at the diagonal and read no entry above it; on another BLAS by blocks
+// of causalRows rows, each an Sgemm call:
 //
 //	CausalScores(a, b)  = a·bᵀ on and below the diagonal, zero above: (N, T, d), (N, T, d) -> (N, T, T)
 //	CausalApply(l, m)   = l·m with l lower triangular:                 (N, T, T), (N, T, d) -> (N, T, d)
@@ -40,7 +43,10 @@ import (
 // k) and dk = causalApplyT(ds, q) (ds is lower triangular too); for y =
 // CausalApply(p, v), dp = CausalScores(dy, v) (only its lower triangle is
 // read) and dv = causalApplyT(p, dy).
-const causalRows = 64
+//
+// causalRows is a multiple of every sgemm kernel's row panel, so that
+// CausalAttend's blocks of rows get CausalApply's bits.
+const causalRows = 4 * sgemm.MaxRowPanel
 
 // CausalScores is a·bᵀ on and below the diagonal of each (T, T) item.
 func CausalScores(a, b *G.Node) (*G.Node, error) {
@@ -146,6 +152,13 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	x, y, z := in[0].F32, in[1].F32, out.F32
 	nx, ny, nz := in[0].Shape[1]*in[0].Shape[2], T*d, s[1]*s[2]
 	impl := tensor.WhichBLAS()
+	if causalOnSgemm(impl) {
+		return par.New(N, nx+ny+nz, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				op.lower(T, x[i*nx:(i+1)*nx], y[i*ny:(i+1)*ny], z[i*nz:(i+1)*nz], in[0].Shape[2], d)
+			}
+		}).Run, nil
+	}
 	// tris[i] is item i's copy of a diagonal block with its upper part
 	// zeroed, so that l's entries above the diagonal are never read (the
 	// products are exact for any l, not just one that is triangular).
@@ -163,17 +176,10 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 			}
 			switch op.kind {
 			case causalScores, causalProbs:
-				// rows r0..r1 of a·bᵀ up to column r1, then zero above the
-				// diagonal, or (probs) each row's softmax while in cache
+				// rows r0..r1 of a·bᵀ up to column r1
 				dd := in[0].Shape[2]
 				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, dd, 1, a[r0*dd:], dd, b, dd, 0, c[r0*T:], T)
-				for i := r0; i < r1; i++ {
-					if op.kind == causalProbs {
-						softmaxPrefix32(c[i*T:(i+1)*T], c[i*T:(i+1)*T], i+1, float32(op.scale))
-					} else {
-						clear(c[i*T+i+1 : (i+1)*T])
-					}
-				}
+				op.finishRows(c, T, r0, r1)
 			case causalApply: // rows r0..r1 of l·m: l's columns before r0, then its diagonal block
 				beta := float32(0)
 				if r0 > 0 {
@@ -194,6 +200,46 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 			item(x[i*nx:(i+1)*nx], y[i*ny:(i+1)*ny], z[i*nz:(i+1)*nz], tris[i*causalRows*causalRows:(i+1)*causalRows*causalRows])
 		}
 	}).Run, nil
+}
+
+// causalOnSgemm reports whether impl is gptlab's sgemm, whose causal
+// products (sgemm.LowerABt, LowerLB, LowerLtB) stop each row panel at the
+// diagonal; any other BLAS gets the products by blocks of causalRows rows.
+func causalOnSgemm(impl tensor.BLAS) bool {
+	_, ok := impl.(sgemm.Implementation)
+	return ok
+}
+
+// lower computes one (T, T) item's product on sgemm's causal products;
+// scores and probabilities by blocks of causalRows rows, each finished
+// (zeroed above the diagonal, or its rows' softmax) while in cache. a is
+// (T, da) for scores, (T, T) otherwise; b and c are (T, d) (c is (T, T)
+// for scores).
+func (op causalOp) lower(T int, a, b, c []float32, da, d int) {
+	switch op.kind {
+	case causalScores, causalProbs:
+		for r0 := 0; r0 < T; r0 += causalRows {
+			r1 := min(r0+causalRows, T)
+			sgemm.LowerABt(r0, r1, da, a[r0*da:], da, b, da, c[r0*T:], T)
+			op.finishRows(c, T, r0, r1)
+		}
+	case causalApply:
+		sgemm.LowerLB(0, T, d, a, T, b, d, c, d)
+	case causalApplyT:
+		sgemm.LowerLtB(T, d, a, T, b, d, c, d)
+	}
+}
+
+// finishRows makes rows r0..r1 of a (T, T) item's scores c final: zero
+// above the diagonal (scores), or each row's softmax (probabilities).
+func (op causalOp) finishRows(c []float32, T, r0, r1 int) {
+	for i := r0; i < r1; i++ {
+		if op.kind == causalProbs {
+			softmaxPrefix32(c[i*T:(i+1)*T], c[i*T:(i+1)*T], i+1, float32(op.scale))
+		} else {
+			clear(c[i*T+i+1 : (i+1)*T])
+		}
+	}
 }
 
 // reference is the float64 product by its definition, in full.
@@ -276,22 +322,16 @@ type FlopCounter interface {
 	Flops(in []tensor.Shape) float64
 }
 
-// Flops is 2·d per multiply-add over the blocks of causalRows rows on and
-// below the diagonal that the kernel computes: about half a full product.
+// Flops is 2·d per multiply-add on and below each item's diagonal, the
+// T(T+1)/2 entries of the triangle the product needs: about half a full
+// product. (sgemm's causal products compute a little more, to the end of
+// each row panel; the blocks of causalRows on another BLAS more again.)
 func (op causalOp) Flops(in []tensor.Shape) float64 {
 	N, T, d := in[1][0], in[1][1], in[1][2]
 	if op.kind.scores() {
 		d = in[0][2]
 	}
-	work := 0.0
-	for r0 := 0; r0 < T; r0 += causalRows {
-		r1 := min(r0+causalRows, T)
-		if op.kind == causalApplyT {
-			work += float64((r1 - r0) * (T - r0))
-		} else {
-			work += float64((r1 - r0) * r1)
-		}
-	}
+	work := float64(T) * float64(T+1) / 2
 	f := 2 * float64(N) * work * float64(d)
 	if op.kind == causalProbs {
 		f += float64(N * T * T) // the softmax: one per element, as for CausalSoftmax

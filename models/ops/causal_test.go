@@ -14,7 +14,9 @@ import (
 // TestCausalKernelsMatchReference: the blocked float32 kernels of the three
 // causal products equal the float64 definition (for any l: its entries
 // above the diagonal are never read), over T spanning partial blocks.
-func TestCausalKernelsMatchReference(t *testing.T) {
+func TestCausalKernelsMatchReference(t *testing.T) { onEachBLAS(t, testCausalKernelsMatchReference) }
+
+func testCausalKernelsMatchReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, T := range []int{1, 7, causalRows, causalRows + 1, 2*causalRows + 5} {
 		for _, kind := range []causalKind{causalScores, causalApply, causalApplyT, causalProbs} {
@@ -62,6 +64,10 @@ func TestCausalKernelsMatchReference(t *testing.T) {
 // spanning partial blocks; the output buffer's previous
 // contents (NaN) never leak. A scale one float32 ulp off differs (the control).
 func TestCausalProbsIsScoresThenSoftmax(t *testing.T) {
+	onEachBLAS(t, testCausalProbsIsScoresThenSoftmax)
+}
+
+func testCausalProbsIsScoresThenSoftmax(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const scale = 0.17677669529663687
 	for _, T := range []int{1, 5, causalRows - 1, causalRows, 3*causalRows + 7} {

@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/sgemm"
 	"gptlab/internal/vec"
 	"gptlab/planner/arena"
 )
@@ -144,13 +145,18 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		mask = in[3].F32
 	}
 	impl := tensor.WhichBLAS()
+	onSgemm := causalOnSgemm(impl)
 	sc := float32(op.scale)
 	item := func(i int, s, tri []float32) {
 		qi, ki, vi, yi := q[i*T*d:(i+1)*T*d], k[i*T*d:(i+1)*T*d], v[i*T*dv:(i+1)*T*dv], y[i*T*dv:(i+1)*T*dv]
 		for r0 := 0; r0 < T; r0 += causalRows {
 			r1 := min(r0+causalRows, T)
 			w := r1 - r0
-			impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, d, 1, qi[r0*d:], d, ki, d, 0, s, T) // (w, r1) scores
+			if onSgemm {
+				sgemm.LowerABt(r0, r1, d, qi[r0*d:], d, ki, d, s, T) // (w, r1) scores
+			} else {
+				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, d, 1, qi[r0*d:], d, ki, d, 0, s, T)
+			}
 			for r := range w {
 				row := s[r*T : r*T+r1]
 				softmaxPrefix32(row, row, r0+r+1, sc)
@@ -158,9 +164,15 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 					p := row[:r0+r+1]
 					vec.Mul(p, p, mask[(i*T+r0+r)*T:]) // Masked's products, rounded as its are
 				}
-				t := tri[r*w : (r+1)*w] // the diagonal block, lower triangle only
-				copy(t[:r+1], row[r0:r0+r+1])
-				clear(t[r+1:])
+				if !onSgemm {
+					t := tri[r*w : (r+1)*w] // the diagonal block, lower triangle only
+					copy(t[:r+1], row[r0:r0+r+1])
+					clear(t[r+1:])
+				}
+			}
+			if onSgemm { // causalRows is a multiple of every row panel: CausalApply's bits
+				sgemm.LowerLB(r0, r1, dv, s, T, vi, dv, yi[r0*dv:], dv)
+				continue
 			}
 			beta := float32(0)
 			if r0 > 0 {

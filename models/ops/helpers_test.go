@@ -1,5 +1,29 @@
 package ops
 
+import (
+	"testing"
+
+	"gonum.org/v1/gonum/blas/gonum"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/internal/sgemm"
+)
+
+// onEachBLAS runs f with gonum's BLAS (the causal products by blocks of
+// causalRows rows) and with gptlab's sgemm (its causal products), the
+// BLAS restored after.
+func onEachBLAS(t *testing.T, f func(t *testing.T)) {
+	defer G.Use(tensor.WhichBLAS())
+	for _, b := range []struct {
+		name string
+		impl G.BLAS
+	}{{"gonum", gonum.Implementation{}}, {"sgemm", sgemm.Implementation{}}} {
+		G.Use(b.impl)
+		t.Run(b.name, f)
+	}
+}
+
 // prod is the number of elements of shape s.
 func prod(s []int) int {
 	n := 1

@@ -1,0 +1,203 @@
+package sgemm
+
+import "fmt"
+
+// The products of causal attention, on one (T, T) item whose useful part
+// is its lower triangle: the scores q·kᵀ on and below the diagonal, and
+// products with a lower-triangular L (the probabilities, or the scores'
+// gradient) from the left, as L or as Lᵀ. Sgemm computes them by blocks
+// of rows, each block a call that packs again what the last one packed
+// and computes its square diagonal block in full; these functions walk
+// the micro-tiles of one call instead and stop each row panel at the
+// diagonal, so that about half a full product is computed, with B packed
+// once a call.
+//
+// They run on the calling goroutine (a batch of items splits across
+// items) with the active kernel. Row panels of the kernel's mr rows start
+// at r0, and each C element is one kernel call's sum over its depth (the
+// zeros of L past its triangle add nothing), so a block of rows starting
+// at a multiple of mr gives the bits the whole call gives (MaxRowPanel:
+// a multiple of every kernel's mr).
+
+// MaxRowPanel is a multiple of the row panel (mr) of every kernel: rows
+// split into blocks of a multiple of it get the same bits from LowerABt
+// and LowerLB as the whole call.
+const MaxRowPanel = 24
+
+// causalKind selects a causal product.
+type causalKind int
+
+const (
+	causalABt causalKind = iota // C = A·Bᵀ on and below the diagonal
+	causalLB                    // C = L·B, L lower triangular
+	causalLtB                   // C = Lᵀ·B, L lower triangular
+)
+
+// LowerABt sets rows [r0, r1) of C = A·Bᵀ on and below the diagonal:
+// C[i][j] = Σ_p A[i][p]·B[j][p] for j ≤ i, for row-major A and B of depth
+// k. a and c point at row r0 (of A and C), b at row 0 of B, which needs
+// r1 rows. Entries above the diagonal up to the end of a row's panel of
+// mr rows may be overwritten; the rest of C is not touched.
+func LowerABt(r0, r1, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	causalCheck("LowerABt", r0, r1, k, r1, a, lda, k, b, ldb, k, c, ldc, r1)
+	causal(active.Load(), causalABt, r0, r1, k, a, lda, b, ldb, c, ldc)
+}
+
+// LowerLB sets rows [r0, r1) of C = L·B for a lower-triangular L: C[i] =
+// Σ_{j≤i} L[i][j]·B[j], reading no entry of L above its diagonal. l and c
+// point at row r0 (of L and C), b at row 0 of B (n columns), which needs
+// r1 rows.
+func LowerLB(r0, r1, n int, l []float32, ldl int, b []float32, ldb int, c []float32, ldc int) {
+	causalCheck("LowerLB", r0, r1, n, r1, l, ldl, r1, b, ldb, n, c, ldc, n)
+	causal(active.Load(), causalLB, r0, r1, n, l, ldl, b, ldb, c, ldc)
+}
+
+// LowerLtB sets C = Lᵀ·B for a lower-triangular t×t L: C[i] = Σ_{j≥i}
+// L[j][i]·B[j], reading no entry of L above its diagonal; B and C are t×n.
+func LowerLtB(t, n int, l []float32, ldl int, b []float32, ldb int, c []float32, ldc int) {
+	causalCheck("LowerLtB", 0, t, n, t, l, ldl, t, b, ldb, n, c, ldc, n)
+	causal(active.Load(), causalLtB, 0, t, n, l, ldl, b, ldb, c, ldc)
+}
+
+// causalCheck panics, as Sgemm does, on arguments that do not describe
+// the matrices: rows [r0, r1) of a (width aw) and c (width cw), bRows rows
+// of b (width bw).
+func causalCheck(name string, r0, r1, n, bRows int, a []float32, lda, aw int, b []float32, ldb, bw int, c []float32, ldc, cw int) {
+	bad := r0 < 0 || r1 < r0 || n < 0 || lda < max(1, aw) || ldb < max(1, bw) || ldc < max(1, cw)
+	if !bad && r1 > r0 && n > 0 {
+		m := r1 - r0
+		bad = len(a) < (m-1)*lda+aw || len(b) < (bRows-1)*ldb+bw || len(c) < (m-1)*ldc+cw
+	}
+	if bad {
+		panic(fmt.Sprintf("sgemm: %s rows [%d, %d) n %d lda %d ldb %d ldc %d, len(a) %d len(b) %d len(c) %d",
+			name, r0, r1, n, lda, ldb, ldc, len(a), len(b), len(c)))
+	}
+}
+
+// causal computes a causal product with kernel kn (see LowerABt, LowerLB
+// and LowerLtB; n is ABt's depth or the columns of B).
+func causal(kn *kernel, kind causalKind, r0, r1, n int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if r1 == r0 {
+		return
+	}
+	if n == 0 { // no columns of B, or ABt's empty sums: zeros on and below the diagonal
+		for i := r0; kind == causalABt && i < r1; i++ {
+			clear(c[(i-r0)*ldc : (i-r0)*ldc+i+1])
+		}
+		return
+	}
+	mr, nr := kn.mr, kn.nr
+	// op(B) is depth × cols: Bᵀ (k × r1) for ABt, B (r1 × n) otherwise.
+	depth, cols, bT := r1, n, false
+	if kind == causalABt {
+		depth, cols, bT = n, r1, true
+	}
+	s := getScratch()
+	defer putScratch(s)
+	s.grow(kn)
+	bp, ap := s.b, s.a
+	if need := roundUp(cols, nr) * depth; len(bp) < need {
+		bp = make([]float32, need)
+	}
+	if need := mr * (depth + mr); len(ap) < need { // LB packs a partial panel to ir+mr
+		ap = make([]float32, need)
+	}
+	// B packed once, as one block of the whole depth: panel q at
+	// q·depth·nr, depth p of it at p·nr.
+	pb := problem{kern: kn, b: b, ldb: ldb, bT: bT}
+	pb.packB(bp, nr, nr, 0, 0, depth, cols)
+	// Each row panel is one or two kernel calls over parts of its depth:
+	// where a kernel reads A in place, L's part below the diagonal block
+	// is read in place, and only the (mr, mr) diagonal block is packed
+	// with its upper part zeroed.
+	type part struct {
+		fn     kernelFunc
+		a      *float32
+		lda    int
+		d0, d1 int // depth [d0, d1)
+	}
+	var parts [2]part
+	for ir := r0; ir < r1; ir += mr {
+		mrr := min(mr, r1-ir)
+		full := mrr == mr
+		np, c1 := 1, cols // kernel calls, columns [0, c1)
+		switch kind {
+		case causalABt:
+			c1 = ir + mrr
+			pa := problem{a: a[(ir-r0)*lda:], lda: lda}
+			pa.packA(ap, mr, 0, 0, 0, mrr, depth)
+			parts[0] = part{kn.packed, &ap[0], 0, 0, depth}
+		case causalLB:
+			lr := a[(ir-r0)*lda:] // row ir of L
+			if full && ir > 0 && kn.rows != nil {
+				packLowerRows(ap, mr, lr, lda, ir, mrr, ir)
+				parts[0] = part{kn.rows, &lr[0], lda, 0, ir}
+				parts[1] = part{kn.packed, &ap[0], 0, ir, ir + mr}
+				np = 2
+			} else {
+				packLowerRows(ap, mr, lr, lda, ir, mrr, 0)
+				parts[0] = part{kn.packed, &ap[0], 0, 0, ir + mrr}
+			}
+		case causalLtB:
+			if full && ir+mr < depth && kn.cols != nil {
+				packLowerCols(ap, mr, a, lda, ir, mrr, ir+mr)
+				parts[0] = part{kn.packed, &ap[0], 0, ir, ir + mr}
+				parts[1] = part{kn.cols, &a[(ir+mr)*lda+ir], lda, ir + mr, depth}
+				np = 2
+			} else {
+				packLowerCols(ap, mr, a, lda, ir, mrr, depth)
+				parts[0] = part{kn.packed, &ap[0], 0, ir, depth}
+			}
+		}
+		crow := c[(ir-r0)*ldc:]
+		for jr := 0; jr < c1; jr += nr {
+			nw := min(nr, c1-jr)
+			dst, ldd := &crow[jr], ldc
+			if !full || nw < nr {
+				dst, ldd = &s.t[0], nr
+			}
+			panel := (jr / nr) * depth * nr
+			for k, pt := range parts[:np] {
+				pt.fn(pt.d1-pt.d0, pt.a, pt.lda, &bp[panel+pt.d0*nr], dst, ldd, 1, k > 0)
+			}
+			if dst == &s.t[0] {
+				for i := range mrr {
+					copy(crow[i*ldc+jr:i*ldc+jr+nw], s.t[i*nr:i*nr+nw])
+				}
+			}
+		}
+	}
+}
+
+// packLowerRows packs rows [ir, ir+mrr) of a lower-triangular L, depth
+// [q0, ir+mr), as one A panel of mr rows (packA's layout, depth q0 first):
+// l points at row ir; entries above the diagonal and rows past mrr are
+// zero.
+func packLowerRows(dst []float32, mr int, l []float32, ldl, ir, mrr, q0 int) {
+	d1 := ir + mr
+	panel := dst[:(d1-q0)*mr]
+	for i := range mr {
+		q1 := q0 // row ir+i's entries on and below the diagonal: [q0, q1)
+		if i < mrr {
+			q1 = ir + i + 1
+			for q, v := range l[i*ldl+q0 : i*ldl+q1] {
+				panel[q*mr+i] = v
+			}
+		}
+		for q := q1; q < d1; q++ {
+			panel[(q-q0)*mr+i] = 0
+		}
+	}
+}
+
+// packLowerCols packs rows [ir, ir+mrr) of Lᵀ for a lower-triangular L,
+// depth [ir, d1), as one A panel of mr rows: depth q holds L[q][ir+i],
+// zero where that is above L's diagonal (q < ir+i) and for rows past mrr.
+func packLowerCols(dst []float32, mr int, l []float32, ldl, ir, mrr, d1 int) {
+	for q := ir; q < d1; q++ {
+		d := dst[(q-ir)*mr : (q-ir+1)*mr]
+		n := min(mrr, q-ir+1) // columns ir..ir+n-1 of row q are on or below its diagonal
+		copy(d[:n], l[q*ldl+ir:q*ldl+ir+n])
+		clear(d[n:])
+	}
+}
