@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 )
 
@@ -75,7 +76,7 @@ func (op headsOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	if y, ok := o.Data().([]float64); ok {
-		permuteHeads(y, in[0].Data().([]float64), op.B, op.T, op.H, op.merge)
+		permuteHeads(y, in[0].Data().([]float64), op.B, op.T, op.H, op.merge, 0, op.B*op.T)
 		return o, nil
 	}
 	return runFloat32(op, op.String(), o, in)
@@ -101,7 +102,10 @@ func (op headsOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	y, x := out.F32, in[0].F32
-	return func() { permuteHeads(y, x, op.B, op.T, op.H, op.merge) }, nil
+	// rows (b, t) split across the pool: each writes its own H pieces
+	return par.New(op.B*op.T, 2*len(x)/(op.B*op.T), func(lo, hi int) {
+		permuteHeads(y, x, op.B, op.T, op.H, op.merge, lo, hi)
+	}).Run, nil
 }
 func (op headsOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op headsOp) Hashcode() uint32      { return hashOf(op) }
@@ -119,22 +123,21 @@ func (op headsOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	return G.Nodes{d}, err
 }
 
-// permuteHeads copies between (B, T, H, hs) and (B, H, T, hs) layouts:
-// split reads the first and writes the second, merge the reverse.
-func permuteHeads[F float](dst, src []F, B, T, H int, merge bool) {
+// permuteHeads copies rows [lo, hi) of the B·T rows (b, t) between
+// (B, T, H, hs) and (B, H, T, hs) layouts: split reads the first and
+// writes the second, merge the reverse.
+func permuteHeads[F float](dst, src []F, B, T, H int, merge bool, lo, hi int) {
 	hs := len(src) / (B * T * H)
 	C := H * hs
-	for b := 0; b < B; b++ {
-		for t := 0; t < T; t++ {
-			bt := (b*T + t) * C
-			for h := 0; h < H; h++ {
-				bth := bt + h*hs            // (B, T, H, hs)
-				bht := ((b*H+h)*T + t) * hs // (B, H, T, hs)
-				if merge {
-					copy(dst[bth:bth+hs], src[bht:bht+hs])
-				} else {
-					copy(dst[bht:bht+hs], src[bth:bth+hs])
-				}
+	for row := lo; row < hi; row++ {
+		b, t := row/T, row%T
+		for h := range H {
+			bth := row*C + h*hs         // (B, T, H, hs)
+			bht := ((b*H+h)*T + t) * hs // (B, H, T, hs)
+			if merge {
+				copy(dst[bth:bth+hs], src[bht:bht+hs])
+			} else {
+				copy(dst[bht:bht+hs], src[bth:bth+hs])
 			}
 		}
 	}
