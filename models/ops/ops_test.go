@@ -193,7 +193,7 @@ func TestCausalSoftmaxRows(t *testing.T) {
 // xentLoss32 is the float32 kernel's mean cross-entropy.
 func xentLoss32(logits []float32, t []int, V int) float64 {
 	loss := make([]float64, len(t))
-	xentRows32(loss, logits, t, V)
+	xentRows32(loss, logits, t, V, make([]float32, V))
 	var total float64
 	for _, v := range loss {
 		total += v
@@ -310,8 +310,8 @@ func TestUsePreallocDo(t *testing.T) {
 	}
 }
 
-// The float32 kernels (vec.GELU, vec.GELUGrad, expFast) agree with the
-// float64 reference kernels (math.Erf, math.Exp) to float32 precision.
+// The float32 kernels (vec.GELU, vec.GELUGrad) agree with the float64
+// reference kernels (math.Erf) to float32 precision.
 func TestFastKernelsMatchReference(t *testing.T) {
 	x := make([]float32, 0, 4001)
 	for i := -2000; i <= 2000; i++ {
@@ -334,11 +334,5 @@ func TestFastKernelsMatchReference(t *testing.T) {
 	vec.GELUGrad(fast, x, dy)
 	if d := testutil.MaxAbsDiff(ref, fast); d > 1e-6 {
 		t.Errorf("GELU gradient float32 kernel differs from math.Erf by %g", d)
-	}
-	for _, v := range []float64{-1000, -700, -100, -87, -20, -1, -1e-3, 0, 1e-3, 0.5, 1, 10, 80} {
-		want := math.Exp(v)
-		if got := expFast(v); math.Abs(got-want) > 1e-7*want+1e-37 {
-			t.Errorf("expFast(%v) = %v, want %v", v, got, want)
-		}
 	}
 }

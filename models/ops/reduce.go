@@ -47,21 +47,3 @@ func dot4[F float](a, b []F) float64 {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
-
-// max4 is the largest of x (NaN if any is NaN); x must not be empty.
-func max4[F float](x []F) F {
-	m0 := x[0]
-	m1, m2, m3 := m0, m0, m0
-	for len(x) >= 4 {
-		v := x[:4]
-		m0 = max(m0, v[0])
-		m1 = max(m1, v[1])
-		m2 = max(m2, v[2])
-		m3 = max(m3, v[3])
-		x = x[4:]
-	}
-	for _, v := range x {
-		m0 = max(m0, v)
-	}
-	return max(max(m0, m1), max(m2, m3))
-}

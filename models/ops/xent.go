@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/par"
+	"gptlab/internal/vec"
 	"gptlab/planner/arena"
 )
 
@@ -158,9 +159,13 @@ func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 			return nil, fmt.Errorf("%v: output %v, want (1)", op, out.Shape)
 		}
 		losses := make([]float64, N)
-		split := par.New(N, 2*V, func(lo, hi int) {
-			xentRows32(losses[lo:hi], l[lo*V:hi*V], t[lo:hi], V)
+		var split *par.Split
+		var exps []float32 // a row of exponentials for each chunk
+		split = par.New(N, 2*V, func(lo, hi int) {
+			c := split.ChunkOf(lo)
+			xentRows32(losses[lo:hi], l[lo*V:hi*V], t[lo:hi], V, exps[c*V:(c+1)*V])
 		})
+		exps = make([]float32, split.Chunks()*V)
 		return func() {
 			checkTargets(op, t, V)
 			split.Run()
@@ -233,14 +238,11 @@ func rowLogSumExp(row []float64) float64 {
 	return m + math.Log(sum)
 }
 
-// rowLogSumExp32 is rowLogSumExp of a float32 row with expFast.
-func rowLogSumExp32(row []float32) float64 {
-	m := float64(max4(row))
-	var sum float64
-	for _, v := range row {
-		sum += expFast(float64(v) - m)
-	}
-	return m + math.Log(sum)
+// rowLogSumExp32 is rowLogSumExp of a float32 row, its exponentials
+// (vec.ExpSum's, shifted by the row's maximum) written to exps.
+func rowLogSumExp32(row, exps []float32) float64 {
+	m := vec.Max(row)
+	return float64(m) + math.Log(vec.ExpSum(exps, row, 1, m))
 }
 
 func xentForward(logits []float64, t []int, V int) float64 {
@@ -252,12 +254,13 @@ func xentForward(logits []float64, t []int, V int) float64 {
 	return total / float64(len(t))
 }
 
-// xentRows32 writes each row's -log softmax(row)[target] into loss.
-func xentRows32(loss []float64, logits []float32, t []int, V int) {
+// xentRows32 writes each row's -log softmax(row)[target] into loss; exps
+// is a scratch row of V.
+func xentRows32(loss []float64, logits []float32, t []int, V int, exps []float32) {
 	t = t[:len(loss)]
 	for n, tg := range t {
 		row := logits[n*V : (n+1)*V]
-		loss[n] = rowLogSumExp32(row) - float64(row[tg])
+		loss[n] = rowLogSumExp32(row, exps) - float64(row[tg])
 	}
 }
 
@@ -274,19 +277,16 @@ func xentBackward(d, logits []float64, t []int, V int, k float64) {
 	}
 }
 
-// xentBackward32 is xentBackward on float32 with expFast; d may be logits
-// (the target's logit is read before its row is written).
+// xentBackward32 is xentBackward on float32 rows: each row's
+// exponentials (vec.ExpSum, shifted by its maximum) scaled by k over
+// their sum, k taken off at the target. d may be logits.
 func xentBackward32(d, logits []float32, t []int, V int, k float64) {
 	for n, tg := range t {
 		row := logits[n*V : (n+1)*V]
 		dr := d[n*V : (n+1)*V]
-		dr = dr[:len(row)]
-		lse := rowLogSumExp32(row)
-		xt := float64(row[tg])
-		for j, v := range row {
-			dr[j] = float32(expFast(float64(v)-lse) * k)
-		}
-		dr[tg] = float32((expFast(xt-lse) - 1) * k)
+		sum := vec.ExpSum(dr, row, 1, vec.Max(row))
+		vec.Scale(dr, dr, float32(k/sum))
+		dr[tg] -= float32(k)
 	}
 }
 
