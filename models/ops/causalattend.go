@@ -187,13 +187,19 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	rows := min(T, causalRows)
 	split = par.New(N, T*(2*d+dv+T), func(lo, hi int) {
 		c := split.ChunkOf(lo)
-		s, tri := scratch[c*rows*T:(c+1)*rows*T], tris[c*rows*rows:(c+1)*rows*rows]
+		s := scratch[c*rows*T : (c+1)*rows*T]
+		var tri []float32 // the diagonal blocks' copies, for another BLAS
+		if !onSgemm {
+			tri = tris[c*rows*rows : (c+1)*rows*rows]
+		}
 		for i := lo; i < hi; i++ {
 			item(i, s, tri)
 		}
 	})
 	scratch = make([]float32, split.Chunks()*rows*T)
-	tris = make([]float32, split.Chunks()*rows*rows)
+	if !onSgemm {
+		tris = make([]float32, split.Chunks()*rows*rows)
+	}
 	return split.Run, nil
 }
 
