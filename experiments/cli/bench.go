@@ -60,7 +60,8 @@ var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS:
 const maxBenchSteps = 100_000
 
 // maxBenchLayers and maxBenchBlock bound --set layers and block: at baby's
-// width and batch, 1024 tokens hold 4 GiB of attention scores a layer.
+// batch and heads, 1024 tokens make each (B·H, T, T) attention tensor 192
+// MiB, and a layer keeps several.
 const (
 	maxBenchLayers = 96
 	maxBenchBlock  = 1024

@@ -61,6 +61,9 @@ func TestCausal(t *testing.T) {
 	}
 	const sentinel = 12345
 	for _, kn := range append(kernels[:len(kernels):len(kernels)], emuKernel512()) {
+		if MaxRowPanel%kn.mr != 0 {
+			t.Errorf("%s kernel: MaxRowPanel %d is not a multiple of its mr %d", kn.name, MaxRowPanel, kn.mr)
+		}
 		for _, T := range []int{1, 5, 12, 13, 48, 64, 100, 257} {
 			for _, n := range []int{1, 7, 32, 33} {
 				for _, kind := range []causalKind{causalABt, causalLB, causalLtB} {
