@@ -124,6 +124,10 @@ func causal(kn *kernel, kind causalKind, r0, r1, n int, a []float32, lda int, b 
 		switch kind {
 		case causalABt:
 			c1 = ir + mrr
+			if full && kn.rows != nil { // a full panel of A's rows, read in place
+				parts[0] = part{kn.rows, &a[(ir-r0)*lda], lda, 0, depth}
+				break
+			}
 			pa := problem{a: a[(ir-r0)*lda:], lda: lda}
 			pa.packA(ap, mr, 0, 0, 0, mrr, depth)
 			parts[0] = part{kn.packed, &ap[0], 0, 0, depth}
