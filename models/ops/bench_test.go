@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -55,6 +56,7 @@ func babyOps() []babyOp {
 	return []babyOp{
 		{"AddBias", addBiasOp{}, []G.Value{x, bias}},
 		{"ColSum", colSumOp{}, []G.Value{x}},
+		{"ColSum4C", colSumOp{}, []G.Value{f}}, // the MLP's first bias
 		{"LayerNorm", lnOp{}, []G.Value{x, w, bias}},
 		{"LayerNormGradX", lnGradXOp{}, []G.Value{x, w, dy}},
 		{"LayerNormGradW", lnGradWOp{}, []G.Value{x, dy}},
@@ -114,15 +116,22 @@ func BenchmarkOps(b *testing.B) {
 	}
 }
 
-// BenchmarkCausalProbs times the fused scores-and-softmax of the
-// checkpoint lab's long shape (B·H = 48, T = 256, hs = 32) against the two
-// ops it replaces, run back to back on gptlab's sgemm.
+// BenchmarkCausalProbs times the fused scores-and-softmax of baby's shape
+// (B·H = 48, T = 64, hs = 32) and of the checkpoint lab's long shape
+// (T = 256) against the two ops it replaces, run back to back on gptlab's
+// sgemm.
 func BenchmarkCausalProbs(b *testing.B) {
 	testutil.SkipSpeedEmulated(b)
 	prev := tensor.WhichBLAS()
 	sgemm.Use()
 	defer G.Use(prev)
-	const N, T, d, scale = 48, 256, 32, 0.17677669529663687
+	for _, T := range []int{64, 256} {
+		b.Run(fmt.Sprintf("T=%d", T), func(b *testing.B) { benchCausalProbs(b, T) })
+	}
+}
+
+func benchCausalProbs(b *testing.B, T int) {
+	const N, d, scale = 48, 32, 0.17677669529663687
 	qs, ts := tensor.Shape{N, T, d}, tensor.Shape{N, T, T}
 	buf := func(s tensor.Shape, data []float32) arena.Buf {
 		if data == nil {
