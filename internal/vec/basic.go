@@ -59,6 +59,21 @@ func AccumF64(acc []float64, x []float32) {
 	accumF64(acc, x[:len(acc)])
 }
 
+// AccumRowsF64 adds rows rows of x, row r at x[r*ldx:], to acc in
+// float64, rows in order: acc[i] += float64(x[r*ldx+i]) for i < len(acc),
+// bitwise AccumF64 on each row in turn, with the sums kept in registers
+// down the rows (a column sum of a matrix is one call). It panics if x
+// does not hold the rows or ldx < len(acc) for more than one row.
+func AccumRowsF64(acc []float64, x []float32, rows, ldx int) {
+	if rows < 0 || (rows > 1 && ldx < len(acc)) || (rows > 0 && len(x) < (rows-1)*ldx+len(acc)) {
+		panic(fmt.Sprintf("vec.AccumRowsF64: %d rows of %d at stride %d, len(x) = %d", rows, len(acc), ldx, len(x)))
+	}
+	if rows == 0 || len(acc) == 0 {
+		return
+	}
+	accumRowsF64(acc, x, rows, ldx)
+}
+
 // AdamW holds the scalars of one AdamW step, all float32 (the caller
 // computes them, e.g. the bias corrections in float64, and rounds once).
 type AdamW struct {
@@ -120,6 +135,13 @@ func accumF64Go(acc []float64, x []float32) {
 	x = x[:len(acc)]
 	for i := range acc {
 		acc[i] += float64(x[i])
+	}
+}
+
+// accumRowsF64Go is the fallback of AccumRowsF64.
+func accumRowsF64Go(acc []float64, x []float32, rows, ldx int) {
+	for r := range rows {
+		accumF64Go(acc, x[r*ldx:])
 	}
 }
 

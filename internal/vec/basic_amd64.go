@@ -67,6 +67,18 @@ func accumF64(acc []float64, x []float32) {
 	accumF64Go(acc[n:], x[n:])
 }
 
+// accumRowsF64 runs accumRowsF64AVX2 over groups of 4 columns and
+// accumRowsF64Go over the rest.
+func accumRowsF64(acc []float64, x []float32, rows, ldx int) {
+	n := basicSplit(len(acc), 4)
+	if n > 0 {
+		accumRowsF64AVX2(&acc[0], &x[0], n, rows, ldx)
+	}
+	if n < len(acc) {
+		accumRowsF64Go(acc[n:], x[n:], rows, ldx)
+	}
+}
+
 // adamw runs adamwAVX2 over the whole vectors and adamwGo over the rest.
 func adamw(s *AdamW, w, g, m, v []float32) {
 	n := basicSplit(len(w), 8)

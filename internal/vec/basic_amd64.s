@@ -192,6 +192,95 @@ accum_done:
 	VZEROUPPER
 	RET
 
+// func accumRowsF64AVX2(acc *float64, x *float32, n int, rows int, ldx int)
+// Requires: AVX
+TEXT ·accumRowsF64AVX2(SB), NOSPLIT, $0-40
+	MOVQ acc+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ rows+24(FP), BX
+	MOVQ ldx+32(FP), SI
+	SHLQ $0x02, SI
+
+accrows32_cols:
+	CMPQ    DX, $0x00000020
+	JB      accrows32_done
+	VMOVUPD (AX), Y1
+	VMOVUPD 32(AX), Y2
+	VMOVUPD 64(AX), Y3
+	VMOVUPD 96(AX), Y4
+	VMOVUPD 128(AX), Y5
+	VMOVUPD 160(AX), Y6
+	VMOVUPD 192(AX), Y7
+	VMOVUPD 224(AX), Y8
+	MOVQ    CX, DI
+	MOVQ    BX, R8
+	TESTQ   R8, R8
+	JZ      accrows32_store
+
+accrows32_row:
+	VCVTPS2PD (DI), Y0
+	VADDPD    Y0, Y1, Y1
+	VCVTPS2PD 16(DI), Y0
+	VADDPD    Y0, Y2, Y2
+	VCVTPS2PD 32(DI), Y0
+	VADDPD    Y0, Y3, Y3
+	VCVTPS2PD 48(DI), Y0
+	VADDPD    Y0, Y4, Y4
+	VCVTPS2PD 64(DI), Y0
+	VADDPD    Y0, Y5, Y5
+	VCVTPS2PD 80(DI), Y0
+	VADDPD    Y0, Y6, Y6
+	VCVTPS2PD 96(DI), Y0
+	VADDPD    Y0, Y7, Y7
+	VCVTPS2PD 112(DI), Y0
+	VADDPD    Y0, Y8, Y8
+	ADDQ      SI, DI
+	DECQ      R8
+	JNZ       accrows32_row
+
+accrows32_store:
+	VMOVUPD Y1, (AX)
+	VMOVUPD Y2, 32(AX)
+	VMOVUPD Y3, 64(AX)
+	VMOVUPD Y4, 96(AX)
+	VMOVUPD Y5, 128(AX)
+	VMOVUPD Y6, 160(AX)
+	VMOVUPD Y7, 192(AX)
+	VMOVUPD Y8, 224(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x00000080, CX
+	SUBQ    $0x00000020, DX
+	JMP     accrows32_cols
+
+accrows32_done:
+accrows4_cols:
+	CMPQ    DX, $0x00000004
+	JB      accrows4_done
+	VMOVUPD (AX), Y1
+	MOVQ    CX, DI
+	MOVQ    BX, R8
+	TESTQ   R8, R8
+	JZ      accrows4_store
+
+accrows4_row:
+	VCVTPS2PD (DI), Y0
+	VADDPD    Y0, Y1, Y1
+	ADDQ      SI, DI
+	DECQ      R8
+	JNZ       accrows4_row
+
+accrows4_store:
+	VMOVUPD Y1, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000010, CX
+	SUBQ    $0x00000004, DX
+	JMP     accrows4_cols
+
+accrows4_done:
+	VZEROUPPER
+	RET
+
 // func adamwAVX2(w *float32, grad *float32, m *float32, v *float32, n int, decay float32, clip float32, b1 float32, c1 float32, b2 float32, c2 float32, bc2Sqrt float32, eps float32, stepSize float32)
 // Requires: AVX
 TEXT ·adamwAVX2(SB), NOSPLIT, $0-76

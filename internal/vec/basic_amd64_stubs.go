@@ -24,6 +24,11 @@ func addRowAVX2(dst *float32, x *float32, b *float32, rows int, cols int, ld int
 //go:noescape
 func accumF64AVX2(acc *float64, x *float32, n int)
 
+// accumRowsF64AVX2 sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of 4).
+//
+//go:noescape
+func accumRowsF64AVX2(acc *float64, x *float32, n int, rows int, ldx int)
+
 // adamwAVX2 applies one AdamW step to w, grad, m, v[:n] (n a multiple of 8); see AdamW.Update.
 //
 //go:noescape

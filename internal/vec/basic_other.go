@@ -13,4 +13,6 @@ func addRow(dst, x, b []float32) { addRowGo(dst, x, b) }
 
 func accumF64(acc []float64, x []float32) { accumF64Go(acc, x) }
 
+func accumRowsF64(acc []float64, x []float32, rows, ldx int) { accumRowsF64Go(acc, x, rows, ldx) }
+
 func adamw(s *AdamW, w, g, m, v []float32) { adamwGo(s, w, g, m, v) }

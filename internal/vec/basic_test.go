@@ -241,6 +241,62 @@ func TestAccumF64(t *testing.T) {
 	}
 }
 
+// TestAccumRowsF64 checks that the column sums down rows of x are
+// bitwise AccumF64 row by row, on every path, for widths across the
+// kernel's 32- and 4-column groups and the tail, and that acc past its
+// length is untouched.
+func TestAccumRowsF64(t *testing.T) {
+	for _, n := range basicLengths {
+		for _, rows := range []int{0, 1, 3, 17} {
+			t.Run(fmt.Sprintf("n=%d/rows=%d", n, rows), func(t *testing.T) {
+				r := basicRand(uint64(n)*31 + uint64(rows))
+				ldx := n + 3
+				x := basicData(r, rows*ldx, true)
+				acc0 := make([]float64, n+basicGuard)
+				for i := range acc0 {
+					acc0[i] = r.NormFloat64() * math.Pow(10, float64(r.IntN(9)-4))
+				}
+				want := slices.Clone(acc0)
+				for q := range rows {
+					accumF64Go(want[:n], x[q*ldx:])
+				}
+				run := func(f func(acc []float64, x []float32, rows, ldx int)) []float64 {
+					acc := slices.Clone(acc0)
+					f(acc[:n], x, rows, ldx)
+					return acc
+				}
+				check := func(name string, got []float64) {
+					t.Helper()
+					for i := range got {
+						if !sameF64(got[i], want[i]) {
+							t.Fatalf("%s: acc[%d] = %v, want %v", name, i, got[i], want[i])
+						}
+					}
+				}
+				check("accumRowsF64Go", run(accumRowsF64Go))
+				t.Run("avx2", func(t *testing.T) {
+					basicNeedAVX2(t)
+					check("AccumRowsF64", run(AccumRowsF64))
+				})
+				basicWithoutAVX2(func() { check("AccumRowsF64 without AVX2", run(AccumRowsF64)) })
+			})
+		}
+	}
+}
+
+// TestAccumRowsF64CatchesOrder is the negative control of
+// TestAccumRowsF64: summing the rows in another order gives other bits on
+// its data, so the test could tell.
+func TestAccumRowsF64CatchesOrder(t *testing.T) {
+	x := []float32{1e17, -1e17, 1} // (3, 1): 1 + -1e17 rounds to -1e17 in float64
+	acc := make([]float64, 1)
+	AccumRowsF64(acc, x, 3, 1)
+	rev := float64(x[2]) + float64(x[1]) + float64(x[0])
+	if acc[0] != 1 || rev == acc[0] {
+		t.Fatalf("rows in order give %v, reversed %v: want 1 and another value", acc[0], rev)
+	}
+}
+
 // TestPanics checks that the public API rejects inconsistent lengths
 // before any kernel reads past a slice.
 func TestPanics(t *testing.T) {
@@ -257,6 +313,9 @@ func TestPanics(t *testing.T) {
 		{"AddRow not a multiple", func() { AddRow(f, f, f[:5]) }},
 		{"AddRow empty b", func() { AddRow(f, f, nil) }},
 		{"AccumF64 short x", func() { AccumF64(make([]float64, 16), f[:9]) }},
+		{"AccumRowsF64 short x", func() { AccumRowsF64(make([]float64, 8), f, 2, 9) }},
+		{"AccumRowsF64 narrow ldx", func() { AccumRowsF64(make([]float64, 8), f, 2, 7) }},
+		{"AccumRowsF64 negative rows", func() { AccumRowsF64(make([]float64, 8), f, -1, 8) }},
 		{"Update short g", func() { (&AdamW{}).Update(f, f[:8], f, f) }},
 		{"Update short v", func() { (&AdamW{}).Update(f, f, f, f[:15]) }},
 	}

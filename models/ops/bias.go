@@ -163,16 +163,23 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if out.Shape.TotalSize() != s[0] || out.Shape.Dims() != 1 {
 		return nil, fmt.Errorf("ColSum: output %v, want %v", out.Shape, s)
 	}
-	y, x, acc := out.F32, in[0].F32, make([]float64, s[0])
-	// Split over blocks of colSumGrain columns: each column is summed over
-	// every row in order, whoever computes it, so the split does not change
-	// the result. (Narrower blocks would make each row's vector loop too
-	// short to pay for its call.)
+	y, x := out.F32, in[0].F32
+	// Split over blocks of columns: each column is summed over every row in
+	// order, whoever computes it, so the split does not change the result.
+	// Each block walks the rows of its columns, so few wide blocks (one a
+	// goroutine, at least colSumGrain wide) stream best; each block's sums
+	// sit in a cache line of their own.
 	C, N := s[0], len(x)/s[0]
-	return par.New((C+colSumGrain-1)/colSumGrain, colSumGrain*N, func(lo, hi int) {
-		colSumRange(y, x, acc, lo*colSumGrain, min(hi*colSumGrain, C))
+	w := (max(colSumGrain, (C+par.MaxParts-1)/par.MaxParts) + 7) / 8 * 8
+	blocks := (C + w - 1) / w
+	acc := make([]float64, blocks*(w+8))
+	return par.New(blocks, w*N, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			colSumRange(y, x, acc[b*(w+8):][:w], b*w, min(b*w+w, C))
+		}
 	}).Run, nil
 }
+
 func (colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
 func (op colSumOp) Hashcode() uint32   { return hashOf(op) }
 func (colSumOp) String() string        { return "ColSum" }
@@ -193,14 +200,13 @@ func colSum64(y, x []float64) {
 }
 
 // colSumRange sums the columns [lo, hi) of x (N, C) into y, accumulating
-// in float64 (acc, of y's length) like a reduction should, rows in order.
+// in float64 (acc, at least hi-lo long) like a reduction should, rows in
+// order.
 func colSumRange(y, x []float32, acc []float64, lo, hi int) {
 	C := len(y)
-	a := acc[lo:hi]
+	a := acc[:hi-lo]
 	clear(a)
-	for r := 0; r+C <= len(x); r += C {
-		vec.AccumF64(a, x[r+lo:r+hi])
-	}
+	vec.AccumRowsF64(a, x[lo:], len(x)/C, C)
 	for c, v := range a {
 		y[lo+c] = float32(v)
 	}

@@ -1,5 +1,5 @@
 // Command basic generates the AVX2 kernels of package vec's basic
-// elementwise ops (Add, Mul, AddRow, AccumF64, AdamW.Update) with avo
+// elementwise ops (Add, Mul, AddRow, AccumF64, AccumRowsF64, AdamW.Update) with avo
 // (github.com/mmcloughlin/avo). It lives in the module internal/vec/asm so
 // that the main module does not depend on avo; `go generate` in
 // internal/vec runs it:
@@ -14,6 +14,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	"github.com/mmcloughlin/avo/reg"
@@ -25,6 +27,7 @@ func main() {
 	genBinary("mul", "·", VMULPS)
 	genAddRow()
 	genAccumF64()
+	genAccumRowsF64()
 	genAdamW()
 	Generate()
 }
@@ -125,6 +128,61 @@ func genAddRow() {
 	DECQ(rows)
 	JNZ(LabelRef("addrow_row"))
 	Label("addrow_done")
+	VZEROUPPER()
+	RET()
+}
+
+// genAccumRowsF64 generates accumRowsF64AVX2: acc[i] += float64(x[r*ldx+i])
+// for r < rows in order, for i < n (n a multiple of 4). Columns go 32 at a
+// time (eight YMM of float64 sums kept in registers down the rows), then 4
+// at a time; each sum takes the rows in order, as accumF64AVX2 row by row
+// would, so the bits are those of that loop.
+func genAccumRowsF64() {
+	TEXT("accumRowsF64AVX2", NOSPLIT, "func(acc *float64, x *float32, n, rows, ldx int)")
+	Pragma("noescape")
+	Doc("accumRowsF64AVX2 sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of 4).")
+	acc := Load(Param("acc"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	rows := Load(Param("rows"), GP64())
+	ldx := Load(Param("ldx"), GP64())
+	SHLQ(Imm(2), ldx) // bytes per row of x
+	t := []reg.VecVirtual{YMM(), YMM()}
+	for _, w := range []int{32, 4} {
+		name := fmt.Sprintf("accrows%d", w)
+		sums := make([]reg.VecVirtual, w/4)
+		for u := range sums {
+			sums[u] = YMM()
+		}
+		Label(name + "_cols")
+		CMPQ(n, U32(w))
+		JB(LabelRef(name + "_done"))
+		for u, v := range sums {
+			VMOVUPD(Mem{Base: acc, Disp: u * vecBytes}, v)
+		}
+		p, r := GP64(), GP64()
+		MOVQ(x, p)
+		MOVQ(rows, r)
+		TESTQ(r, r)
+		JZ(LabelRef(name + "_store"))
+		Label(name + "_row")
+		for u, v := range sums {
+			VCVTPS2PD(Mem{Base: p, Disp: u * vecBytes / 2}, t[u%2])
+			VADDPD(t[u%2], v, v)
+		}
+		ADDQ(ldx, p)
+		DECQ(r)
+		JNZ(LabelRef(name + "_row"))
+		Label(name + "_store")
+		for u, v := range sums {
+			VMOVUPD(v, Mem{Base: acc, Disp: u * vecBytes})
+		}
+		ADDQ(U32(w*8), acc)
+		ADDQ(U32(w*4), x)
+		SUBQ(U32(w), n)
+		JMP(LabelRef(name + "_cols"))
+		Label(name + "_done")
+	}
 	VZEROUPPER()
 	RET()
 }
