@@ -164,18 +164,12 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("ColSum: output %v, want %v", out.Shape, s)
 	}
 	y, x := out.F32, in[0].F32
-	// Split over blocks of columns: each column is summed over every row in
-	// order, whoever computes it, so the split does not change the result.
-	// Each block walks the rows of its columns, so few wide blocks (one a
-	// goroutine, at least colSumGrain wide) stream best; each block's sums
-	// sit in a cache line of their own.
 	C, N := s[0], len(x)/s[0]
-	w := (max(colSumGrain, (C+par.MaxParts-1)/par.MaxParts) + 7) / 8 * 8
-	blocks := (C + w - 1) / w
-	acc := make([]float64, blocks*(w+8))
-	return par.New(blocks, w*N, func(lo, hi int) {
+	cb := newColBlocks(C)
+	return par.New(cb.n, cb.w*N, func(lo, hi int) {
 		for b := lo; b < hi; b++ {
-			colSumRange(y, x, acc[b*(w+8):][:w], b*w, min(b*w+w, C))
+			c0, c1, acc := cb.block(b, C)
+			colSumRange(y, x, acc, c0, c1)
 		}
 	}).Run, nil
 }
@@ -183,9 +177,6 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 func (colSumOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "ColSum") }
 func (op colSumOp) Hashcode() uint32   { return hashOf(op) }
 func (colSumOp) String() string        { return "ColSum" }
-
-// colSumGrain is the columns of one block of ColSum's split.
-const colSumGrain = 64
 
 // colSum64 sums the rows of x into y, rows in order: the float64
 // reference of colSumRange.
@@ -210,4 +201,32 @@ func colSumRange(y, x []float32, acc []float64, lo, hi int) {
 	for c, v := range a {
 		y[lo+c] = float32(v)
 	}
+}
+
+// colBlocks cuts C columns for a split of column sums (ColSum,
+// LayerNormGradW): each block sums its columns down every row in order,
+// whoever computes it, so the split does not change a bit. A block walks
+// the rows of its columns, so a few wide blocks (about one a goroutine, at
+// least colBlockMin wide, a multiple of 8 so that a block's vector loops
+// run on whole vectors) stream best; each block's float64 sums sit a cache
+// line apart from the next block's.
+type colBlocks struct {
+	w, n int       // columns a block, blocks
+	acc  []float64 // block b's sums at b·(w+8)
+}
+
+// colBlockMin is the fewest columns of a block (narrower, a row's vector
+// loop is too short to pay for its call).
+const colBlockMin = 64
+
+func newColBlocks(C int) colBlocks {
+	w := (max(colBlockMin, (C+par.MaxParts-1)/par.MaxParts) + 7) / 8 * 8
+	n := (C + w - 1) / w
+	return colBlocks{w: w, n: n, acc: make([]float64, n*(w+8))}
+}
+
+// block returns block b's columns [c0, c1) of C and its sums (c1-c0 long).
+func (cb colBlocks) block(b, C int) (c0, c1 int, acc []float64) {
+	c0, c1 = b*cb.w, min(b*cb.w+cb.w, C)
+	return c0, c1, cb.acc[b*(cb.w+8):][:c1-c0]
 }

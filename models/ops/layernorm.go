@@ -346,8 +346,22 @@ func (lnGradWOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if in[1].Shape.Dims() != 2 {
 		return nil, fmt.Errorf("LayerNormGradW: shapes %v, want (N, C), (N, C)", shapesOfBufs(in))
 	}
-	dw, x, dy, acc := out.F32, in[0].F32, in[1].F32, make([]float64, C)
-	return func() { lnBackwardW32(dw, x, dy, acc) }, nil
+	// The rows' statistics split by rows, then the sums by blocks of
+	// columns (colBlocks): each column is summed down the rows in order.
+	dw, x, dy := out.F32, in[0].F32, in[1].F32
+	N := len(x) / C
+	stats, cb := make([]float64, 2*N), newColBlocks(C)
+	rows := par.New(N, C, func(lo, hi int) { lnRowStats(stats, x, C, lo, hi) })
+	cols := par.New(cb.n, 2*cb.w*N, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			c0, c1, acc := cb.block(b, C)
+			lnBackwardW32(dw, x, dy, stats, acc, c0, c1)
+		}
+	})
+	return func() {
+		rows.Run()
+		cols.Run()
+	}, nil
 }
 func (lnGradWOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "LayerNormGradW") }
 func (op lnGradWOp) Hashcode() uint32   { return hashOf(op) }

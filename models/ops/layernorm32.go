@@ -44,19 +44,27 @@ func lnBackwardX32(dx, x, w, dy []float32) {
 	}
 }
 
-// lnBackwardW32 sums dy*xhat over the rows of (N, C), in row order, in
-// acc (C), and rounds the sums into dw (C).
-func lnBackwardW32(dw, x, dy []float32, acc []float64) {
+// lnRowStats writes the mean and rstd of rows [lo, hi) of x (N, C) into
+// stats (2N: mean, rstd a row).
+func lnRowStats(stats []float64, x []float32, C, lo, hi int) {
+	for r := lo; r < hi; r++ {
+		s, ss := vec.Moments(x[r*C : (r+1)*C])
+		stats[2*r], stats[2*r+1] = lnStats(s, ss, C)
+	}
+}
+
+// lnBackwardW32 sums dy*xhat over the rows of (N, C), in row order, for
+// columns [c0, c1), in acc (c1-c0), and rounds the sums into dw (C);
+// stats holds the rows' means and rstds (lnRowStats). LNGradWAccum's
+// vectors and its tail make the same operations, so the sums do not
+// depend on where a block of columns starts.
+func lnBackwardW32(dw, x, dy []float32, stats, acc []float64, c0, c1 int) {
 	C := len(dw)
-	acc = acc[:C]
 	clear(acc)
-	for r := 0; r+C <= len(x); r += C {
-		xr := x[r : r+C]
-		s, ss := vec.Moments(xr)
-		mean, rstd := lnStats(s, ss, C)
-		vec.LNGradWAccum(acc, xr, dy[r:r+C], mean, rstd)
+	for r, i := 0, 0; r+C <= len(x); r, i = r+C, i+2 {
+		vec.LNGradWAccum(acc, x[r+c0:r+c1], dy[r+c0:r+c1], stats[i], stats[i+1])
 	}
 	for c, v := range acc {
-		dw[c] = float32(v)
+		dw[c0+c] = float32(v)
 	}
 }

@@ -22,7 +22,12 @@ func lnPasses(x, dy, w, b, out, dw []float32, acc []float64) []struct {
 	}{
 		{"forward", func() { lnForward(out, x, w, b) }, func() { lnForward32(out, x, w, b) }, out},
 		{"backwardX", func() { lnBackwardX(out, x, w, dy) }, func() { lnBackwardX32(out, x, w, dy) }, out},
-		{"backwardW", func() { lnBackwardW(dw, x, dy, acc) }, func() { lnBackwardW32(dw, x, dy, acc) }, dw},
+		{"backwardW", func() { lnBackwardW(dw, x, dy, acc) }, func() {
+			C := len(dw)
+			stats := make([]float64, 2*len(x)/C)
+			lnRowStats(stats, x, C, 0, len(x)/C)
+			lnBackwardW32(dw, x, dy, stats, acc, 0, C)
+		}, dw},
 	}
 }
 

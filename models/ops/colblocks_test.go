@@ -1,0 +1,49 @@
+package ops
+
+import (
+	"fmt"
+	"testing"
+
+	"gptlab/planner/arena"
+)
+
+// TestColumnBlocksMatchWholeRows: ColSum and LayerNormGradW, bound (split
+// into colBlocks), give bitwise the sums of one pass over whole rows, on
+// widths that leave a block, or the row, a tail past its vectors.
+func TestColumnBlocksMatchWholeRows(t *testing.T) {
+	for _, s := range []struct{ N, C int }{{768, 128}, {7, 513}, {5, 1000}, {3, 65}, {2, 8}} {
+		t.Run(fmt.Sprintf("%dx%d", s.N, s.C), func(t *testing.T) {
+			N, C := s.N, s.C
+			x, dy := benchData(N*C), benchData(N*C + 1)[1:]
+			buf := func(d []float32, shape ...int) arena.Buf {
+				return arena.Buf{Dtype: arena.F32, F32: d, Shape: shape}
+			}
+			// whole rows: one block of every column
+			acc := make([]float64, C)
+			wantSum, wantW := make([]float32, C), make([]float32, C)
+			colSumRange(wantSum, x, acc, 0, C)
+			stats := make([]float64, 2*N)
+			lnRowStats(stats, x, C, 0, N)
+			lnBackwardW32(wantW, x, dy, stats, acc, 0, C)
+			for _, tc := range []struct {
+				name string
+				op   binder
+				in   []arena.Buf
+				want []float32
+			}{
+				{"ColSum", colSumOp{}, []arena.Buf{buf(x, N, C)}, wantSum},
+				{"LayerNormGradW", lnGradWOp{}, []arena.Buf{buf(x, N, C), buf(dy, N, C)}, wantW},
+			} {
+				got := make([]float32, C)
+				run, err := tc.op.bind(buf(got, C), tc.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run()
+				if j := bitsEqual(got, tc.want); j >= 0 {
+					t.Fatalf("%s: [%d] = %v by blocks, %v by whole rows", tc.name, j, got[j], tc.want[j])
+				}
+			}
+		})
+	}
+}
