@@ -180,6 +180,44 @@ func Dot(a, b []float32) float64 {
 	return sum32(&acc)
 }
 
+// SoftmaxGrad is the softmax's backward on one row of probabilities y and
+// their gradient dy: ds[j] = float32((scale·y[j])·(dy[j] − dot)) for j <
+// len(y), dot = Σ y[j]·dy[j] in float64 (each product exact), every
+// operation in float64 and no fused multiply-add. The dot's products go
+// to lane j%4 of four sums in order, the last len(y)%4 to lane 0, and the
+// lanes add as (0+1)+(2+3). ds may be y or dy; it panics if dy or ds is
+// shorter than y.
+func SoftmaxGrad(ds, y, dy []float32, scale float64) {
+	n := len(y)
+	if len(dy) < n || len(ds) < n {
+		panic(fmt.Sprintf("vec: SoftmaxGrad: len(ds) = %d, len(dy) = %d, want >= len(y) = %d", len(ds), len(dy), n))
+	}
+	n4 := n &^ 3
+	var lanes [4]float64
+	asm := softmaxAsm && n4 > 0 && softmaxGradKernels
+	if asm {
+		dot4Asm(y, dy, n4, &lanes)
+	} else {
+		for j := 0; j < n4; j += 4 {
+			for l := range lanes {
+				lanes[l] += float64(y[j+l]) * float64(dy[j+l])
+			}
+		}
+	}
+	for j := n4; j < n; j++ {
+		lanes[0] += float64(y[j]) * float64(dy[j])
+	}
+	dot := (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+	from := 0
+	if asm {
+		softmaxGradAsm(ds, y, dy, n4, scale, dot)
+		from = n4
+	}
+	for j := from; j < n; j++ {
+		ds[j] = float32(float64(scale*float64(y[j])) * (float64(dy[j]) - dot))
+	}
+}
+
 // dotRest adds the products of Dot from element from on (past the blocks
 // of 32) to their lanes (dotLane).
 func dotRest(a, b []float32, from int, acc *[32]float64) {

@@ -88,3 +88,14 @@ func dotAsm(a, b []float32) float64 {
 	}
 	return dotAVX2(unsafe.SliceData(a), unsafe.SliceData(b), n, pa, pb)
 }
+
+// softmaxGradKernels: SoftmaxGrad has AVX2 kernels here.
+const softmaxGradKernels = true
+
+// dot4Asm is dot4AVX2 (n a multiple of 4, n > 0).
+func dot4Asm(y, dy []float32, n int, lanes *[4]float64) { dot4AVX2(&y[0], &dy[0], n, lanes) }
+
+// softmaxGradAsm is softmaxGradAVX2 (n a multiple of 4, n > 0).
+func softmaxGradAsm(ds, y, dy []float32, n int, scale, dot float64) {
+	softmaxGradAVX2(&ds[0], &y[0], &dy[0], n, scale, dot)
+}

@@ -352,3 +352,59 @@ dotdone:
 	VMOVSD       X1, ret+40(FP)
 	VZEROUPPER
 	RET
+
+// func dot4AVX2(y *float32, dy *float32, n int, lanes *[4]float64)
+// Requires: AVX
+TEXT ·dot4AVX2(SB), NOSPLIT, $0-32
+	MOVQ   y+0(FP), AX
+	MOVQ   dy+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPD Y0, Y0, Y0
+	SHRQ   $0x02, DX
+	JZ     dot4done
+
+dot4loop:
+	VCVTPS2PD (AX), Y1
+	VCVTPS2PD (CX), Y2
+	VMULPD    Y2, Y1, Y1
+	VADDPD    Y1, Y0, Y0
+	ADDQ      $0x00000010, AX
+	ADDQ      $0x00000010, CX
+	DECQ      DX
+	JNZ       dot4loop
+
+dot4done:
+	MOVQ    lanes+24(FP), AX
+	VMOVUPD Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func softmaxGradAVX2(ds *float32, y *float32, dy *float32, n int, scale float64, dot float64)
+// Requires: AVX
+TEXT ·softmaxGradAVX2(SB), NOSPLIT, $0-48
+	MOVQ         ds+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSD scale+32(FP), Y2
+	VBROADCASTSD dot+40(FP), Y3
+	SHRQ         $0x02, BX
+	JZ           sgdone
+
+sgloop:
+	VCVTPS2PD  (CX), Y0
+	VCVTPS2PD  (DX), Y1
+	VMULPD     Y2, Y0, Y0
+	VSUBPD     Y3, Y1, Y1
+	VMULPD     Y1, Y0, Y0
+	VCVTPD2PSY Y0, X0
+	VMOVUPS    X0, (AX)
+	ADDQ       $0x00000010, AX
+	ADDQ       $0x00000010, CX
+	ADDQ       $0x00000010, DX
+	DECQ       BX
+	JNZ        sgloop
+
+sgdone:
+	VZEROUPPER
+	RET

@@ -25,3 +25,13 @@ func scaleAVX2(y *float32, x *float32, n int, a float32)
 //
 //go:noescape
 func dotAVX2(a *float32, b *float32, n int, ta *float32, tb *float32) float64
+
+// dot4AVX2 sets lanes[l] = Σ float64(y[j])·float64(dy[j]) over j < n, j%4 == l, in order (n a multiple of 4).
+//
+//go:noescape
+func dot4AVX2(y *float32, dy *float32, n int, lanes *[4]float64)
+
+// softmaxGradAVX2 sets ds[j] = float32((scale·float64(y[j]))·(float64(dy[j]) − dot)) for j < n (n a multiple of 4).
+//
+//go:noescape
+func softmaxGradAVX2(ds *float32, y *float32, dy *float32, n int, scale float64, dot float64)

@@ -67,3 +67,12 @@ var softmaxZ = false
 func maxRow(x []float32) (float32, bool) { return 0, false }
 
 func scaleRow(y, x []float32, a float32) bool { return false }
+
+// softmaxGradKernels: SoftmaxGrad runs its Go loops here.
+const softmaxGradKernels = false
+
+func dot4Asm(y, dy []float32, n int, lanes *[4]float64) { panic("vec: no SoftmaxGrad kernel") }
+
+func softmaxGradAsm(ds, y, dy []float32, n int, scale, dot float64) {
+	panic("vec: no SoftmaxGrad kernel")
+}

@@ -118,3 +118,29 @@ func math32bits(x []float32) []uint32 {
 	}
 	return b
 }
+
+// TestCausalSoftmaxBackward32 checks the float32 kernel bitwise against
+// the generic loop it replaces (dot4's order), over and beside its inputs.
+func TestCausalSoftmaxBackward32(t *testing.T) {
+	const N, T, scale = 5, 37, 0.17677669529663687
+	y, dy := benchData(N*T*T), benchData(N*T*T + 1)[1:]
+	for i := range y {
+		y[i] = float32(math.Abs(float64(y[i]))) / T
+	}
+	want := make([]float32, len(y))
+	causalSoftmaxBackward(want, y, dy, T, 3, scale)
+	for _, alias := range []string{"", "y", "dy"} {
+		yc, dyc := slices.Clone(y), slices.Clone(dy)
+		got := make([]float32, len(y))
+		switch alias {
+		case "y":
+			got = yc
+		case "dy":
+			got = dyc
+		}
+		causalSoftmaxBackward32(got, yc, dyc, T, 3, scale)
+		if j := bitsEqual(got, want); j >= 0 {
+			t.Fatalf("over %q: [%d] = %v, the generic loop %v", alias, j, got[j], want[j])
+		}
+	}
+}

@@ -112,7 +112,7 @@ func (op causalSoftmaxOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if op.grad {
 		dy := in[1].F32
 		return par.New(rows, T, func(lo, hi int) {
-			causalSoftmaxBackward(y[lo*T:hi*T], a[lo*T:hi*T], dy[lo*T:hi*T], T, lo, scale)
+			causalSoftmaxBackward32(y[lo*T:hi*T], a[lo*T:hi*T], dy[lo*T:hi*T], T, lo, scale)
 		}).Run, nil
 	}
 	return par.New(rows, 4*T, func(lo, hi int) {
@@ -183,6 +183,17 @@ func softmaxPrefix32(y, s []float32, n int, sc float32) {
 	sum := vec.ExpSum(yi, sr, sc, sc*vec.Max(sr)) // the row's largest sc*s, as sc > 0
 	vec.Scale(yi, yi, float32(1/sum))
 	clear(y[n:])
+}
+
+// causalSoftmaxBackward32 is causalSoftmaxBackward on float32 rows, each
+// row's dot and elements in vec.SoftmaxGrad's vector loops: the same
+// operations in the same order, so the same bits.
+func causalSoftmaxBackward32(ds, y, dy []float32, T, first int, scale float64) {
+	for r := 0; r+T <= len(y); r += T {
+		n := (first+r/T)%T + 1 // row i's j <= i
+		vec.SoftmaxGrad(ds[r:r+n], y[r:r+n], dy[r:r+n], scale)
+		clear(ds[r+n : r+T])
+	}
 }
 
 // causalSoftmaxBackward: ds = scale*y*(dy - Σ_j y·dy) on j ≤ i, 0 above;

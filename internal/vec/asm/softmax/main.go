@@ -1,5 +1,6 @@
 // Command softmax generates the AVX2+FMA kernels of package vec's
-// softmax and cross-entropy row primitives (ExpSum, Max, Scale, Dot) with
+// softmax and cross-entropy row primitives (ExpSum, Max, Scale, Dot,
+// SoftmaxGrad) with
 // avo (github.com/mmcloughlin/avo). `go generate` in internal/vec runs it:
 //
 //	go run -C asm/softmax . -out ../../softmax_amd64.s -stubs ../../softmax_amd64_stubs.go -pkg vec
@@ -34,6 +35,7 @@ func main() {
 	genMax()
 	genScale()
 	genDot()
+	genSoftmaxGrad()
 	c.Emit()
 	Generate()
 	vexp.CheckAVX2Registers()
@@ -170,6 +172,74 @@ func genScale() {
 
 // genDot generates dotAVX2: four vectors per trip into four sets of
 // accumulators, so that for short rows the chains of additions, not the
+// genSoftmaxGrad generates SoftmaxGrad's two passes on whole groups of 4
+// (n a multiple of 4), in float64 with no fused multiply-add:
+// dot4AVX2 sums y[j]·dy[j] into lane j%4 in order, and softmaxGradAVX2
+// sets ds[j] = float32((scale·y[j])·(dy[j] − dot)).
+func genSoftmaxGrad() {
+	TEXT("dot4AVX2", NOSPLIT, "func(y, dy *float32, n int, lanes *[4]float64)")
+	Pragma("noescape")
+	Doc("dot4AVX2 sets lanes[l] = Σ float64(y[j])·float64(dy[j]) over j < n, j%4 == l, in order (n a multiple of 4).")
+	yp := Load(Param("y"), GP64())
+	dp := Load(Param("dy"), GP64())
+	n := Load(Param("n"), GP64())
+	acc, u, v := YMM(), YMM(), YMM()
+	VXORPD(acc, acc, acc)
+	SHRQ(Imm(2), n)
+	JZ(LabelRef("dot4done"))
+	Label("dot4loop")
+	VCVTPS2PD(Mem{Base: yp}, u)
+	VCVTPS2PD(Mem{Base: dp}, v)
+	VMULPD(v, u, u)
+	VADDPD(u, acc, acc)
+	ADDQ(U32(16), yp)
+	ADDQ(U32(16), dp)
+	DECQ(n)
+	JNZ(LabelRef("dot4loop"))
+	Label("dot4done")
+	lanes := Load(Param("lanes"), GP64())
+	VMOVUPD(acc, Mem{Base: lanes})
+	VZEROUPPER()
+	RET()
+
+	TEXT("softmaxGradAVX2", NOSPLIT, "func(ds, y, dy *float32, n int, scale, dot float64)")
+	Pragma("noescape")
+	Doc("softmaxGradAVX2 sets ds[j] = float32((scale·float64(y[j]))·(float64(dy[j]) − dot)) for j < n (n a multiple of 4).")
+	sp := Load(Param("ds"), GP64())
+	yp = Load(Param("y"), GP64())
+	dp = Load(Param("dy"), GP64())
+	n = Load(Param("n"), GP64())
+	sc, dt := YMM(), YMM()
+	for _, b := range []struct {
+		name string
+		y    reg.VecVirtual
+	}{{"scale", sc}, {"dot", dt}} {
+		p, err := Param(b.name).Resolve()
+		if err != nil {
+			panic(err)
+		}
+		VBROADCASTSD(p.Addr, b.y)
+	}
+	SHRQ(Imm(2), n)
+	JZ(LabelRef("sgdone"))
+	Label("sgloop")
+	VCVTPS2PD(Mem{Base: yp}, u)
+	VCVTPS2PD(Mem{Base: dp}, v)
+	VMULPD(sc, u, u) // scale·y
+	VSUBPD(dt, v, v) // dy − dot
+	VMULPD(v, u, u)
+	VCVTPD2PSY(u, u.AsX())
+	VMOVUPS(u.AsX(), Mem{Base: sp})
+	ADDQ(U32(16), sp)
+	ADDQ(U32(16), yp)
+	ADDQ(U32(16), dp)
+	DECQ(n)
+	JNZ(LabelRef("sgloop"))
+	Label("sgdone")
+	VZEROUPPER()
+	RET()
+}
+
 // conversions, are short.
 func genDot() {
 	TEXT("dotAVX2", NOSPLIT, "func(a, b *float32, n int, ta, tb *float32) float64")
