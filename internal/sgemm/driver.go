@@ -24,6 +24,10 @@ type problem struct {
 	// columns from bj on (a block of columns of the whole product).
 	pack PackB
 	bj   int
+	// packed, if not nil, holds all of op(B) packed (a parallel product's
+	// row chunks share one packing, packSharedB): depth block pc's panels
+	// start at pc·roundUp(n, nr). It needs n <= nc.
+	packed []float32
 }
 
 // rows returns the sub-problem of rows [i0, i1) of C.
@@ -77,16 +81,16 @@ func (p *problem) run(s *scratch) {
 		// power-of-two strides alias in L1: when many column panels reuse
 		// each A panel, packing it once is cheaper.
 		inPlace := full != nil && !(p.aT && nb >= packAtColumns)
-		// The last panel is half width when that covers it.
-		lastW := nr
-		if rem := nb % nr; rem != 0 && rem <= nr/2 && kn.packedHalf != nil {
-			lastW = nr / 2
-		}
+		lastW := kn.lastWidth(nb)
 		for pc := 0; pc < p.k; pc += kn.kc {
 			kb := min(kn.kc, p.k-pc)
-			if p.pack != nil {
+			bb := s.b // this depth block's panels
+			switch {
+			case p.packed != nil:
+				bb = p.packed[pc*roundUp(p.n, nr):]
+			case p.pack != nil:
 				p.pack(s.b[:roundUp(nb, nr)*kb], nr, lastW, pc, p.bj+jc, kb, nb)
-			} else {
+			default:
 				p.packB(s.b, nr, lastW, pc, jc, kb, nb)
 			}
 			acc := pc > 0 || !overwrite
@@ -105,7 +109,7 @@ func (p *problem) run(s *scratch) {
 						w = lastW
 					}
 					nw := min(w, nb-jr)
-					bp := &s.b[(jr/nr)*kb*nr]
+					bp := &bb[(jr/nr)*kb*nr]
 					for ir := 0; ir < mb; ir += mr {
 						mrr := min(mr, mb-ir)
 						fn, ap, lda := kn.packed, &s.a[(ir/mr)*kb*mr], 0
@@ -144,6 +148,15 @@ func (p *problem) run(s *scratch) {
 			}
 		}
 	}
+}
+
+// lastWidth is the width of the last panel of nb columns of B: half a
+// panel when that covers it and the kernel has half-width variants.
+func (kn *kernel) lastWidth(nb int) int {
+	if rem := nb % kn.nr; rem != 0 && rem <= kn.nr/2 && kn.packedHalf != nil {
+		return kn.nr / 2
+	}
+	return kn.nr
 }
 
 // packA packs rows [ic+i0, ic+i1) (i0 a multiple of mr) and depth

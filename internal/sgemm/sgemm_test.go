@@ -28,7 +28,7 @@ func testShapes() []shape {
 	s := []shape{
 		{1, 1, 1}, {1, 1, 0}, {0, 3, 2}, {7, 13, 29}, {6, 16, 1}, {12, 32, 4}, {5, 15, 3},
 		{13, 33, 257}, {145, 17, 9}, {289, 35, 11}, {3, 2100, 5}, {64, 64, 32}, {64, 32, 64},
-		{65, 128, 31}, {31, 65, 128}, {9, 24, 19}, {20, 40, 300}, {14, 48, 8},
+		{65, 128, 31}, {31, 65, 128}, {9, 24, 19}, {20, 40, 300}, {14, 48, 8}, {100, 70, 600},
 	}
 	if !testing.Short() {
 		s = append(s, shape{768, 384, 128}, shape{768, 65, 128}, shape{128, 384, 100}, shape{65, 128, 768})
@@ -175,6 +175,7 @@ func TestKernels(t *testing.T) {
 						if kn.name == "emu512" && s.m*s.n*s.k > 1e6 {
 							continue // reference kernels are slow
 						}
+						var serial []float32
 						for _, threads := range []int{1, 2} {
 							SetThreads(threads)
 							o.c = append([]float32(nil), c0...)
@@ -186,12 +187,30 @@ func TestKernels(t *testing.T) {
 								t.Fatalf("%s kernel, %d threads: Sgemm(%s%s, alpha=%v beta=%v, pad=%d): %v",
 									kn.name, threads, transName(aT), transName(bT), sc.alpha, sc.beta, pad, err)
 							}
+							// The split changes who computes a tile, never its sum.
+							if serial == nil {
+								serial = o.c
+							} else if i := firstDiff(o.c, serial); i >= 0 {
+								t.Fatalf("%s kernel, Sgemm(%s%s): C[%d] = %v on %d threads, %v on one",
+									kn.name, transName(aT), transName(bT), i, o.c[i], threads, serial[i])
+							}
 						}
 					}
 				}
 			}
 		})
 	}
+}
+
+// firstDiff is the first index where a and b differ bitwise (NaNs of one
+// payload alike), or -1.
+func firstDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
 }
 
 // TestCheckCatchesError is the negative control of TestKernels' comparison:
@@ -259,7 +278,10 @@ func TestPanicsLikeGonum(t *testing.T) {
 }
 
 // TestNoAllocs checks that a warm Sgemm call allocates nothing, serial and
-// split across goroutines.
+// split across goroutines. The split is counted by hand over many calls
+// (testing.AllocsPerRun runs at GOMAXPROCS 1, where no call splits), and
+// the runtime's own wait records, which the pool's goroutines take now and
+// then, are let pass: an allocation a call would show in every call.
 func TestNoAllocs(t *testing.T) {
 	o := newOperands(3, shape{768, 384, 128}, false, true, 1, 0, 0)
 	for _, threads := range []int{1, 2} {
@@ -272,6 +294,19 @@ func TestNoAllocs(t *testing.T) {
 			runtime.GC() // buffers must survive collections
 			if got := testing.AllocsPerRun(20, func() { call(); runtime.GC() }); got != 0 {
 				t.Errorf("allocs per Sgemm call = %v, want 0", got)
+			}
+			if runtime.GOMAXPROCS(0) < threads {
+				return
+			}
+			const calls = 200
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range calls {
+				call()
+			}
+			runtime.ReadMemStats(&after)
+			if got := after.Mallocs - before.Mallocs; got >= calls/4 {
+				t.Errorf("%d allocations in %d Sgemm calls on %d threads, want about none", got, calls, threads)
 			}
 		})
 	}
