@@ -47,9 +47,10 @@ func causalWant(kind causalKind, t, n int, a, b []float32) (want, mag []float64,
 
 // TestCausal runs the three causal products on every kernel (the AVX-512
 // family emulated where the CPU lacks it) against float64 sums: L's upper
-// triangle holds NaN, which any read of it would spread; ABt leaves C
-// alone past each row panel; and rows in blocks of MaxRowPanel give the
-// whole call's bits.
+// triangle holds zeros to the end of each row's panel (what a full panel
+// reads in place) and NaN past it, which any read would spread; ABt
+// leaves C alone past each row panel; and rows in blocks of MaxRowPanel
+// give the whole call's bits.
 func TestCausal(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	rnd := func(n int) []float32 {
@@ -76,6 +77,9 @@ func TestCausal(t *testing.T) {
 						for i := range T {
 							for j := i + 1; j < T; j++ {
 								a[i*T+j] = float32(math.NaN())
+								if (kind == causalLB && j < (i/kn.mr+1)*kn.mr) || (kind == causalLtB && i >= j/kn.mr*kn.mr) {
+									a[i*T+j] = 0 // in the diagonal block of j's (LtB) or i's (LB) panel
+								}
 							}
 						}
 					}
@@ -128,19 +132,20 @@ func TestCausal(t *testing.T) {
 	}
 }
 
-// TestCausalCatchesError is TestCausal's negative control: LB reading one
-// entry above L's diagonal (the test's NaN) must show.
+// TestCausalCatchesError is TestCausal's negative control: LB reading an
+// entry above L's diagonal past the diagonal block (the test's NaN), or
+// missing one below it, must show.
 func TestCausalCatchesError(t *testing.T) {
-	const T, n = 13, 4
+	const T, n = 40, 4
 	l, b := make([]float32, T*T), make([]float32, T*n)
 	for i := range b {
 		b[i] = 1
 	}
-	l[2*T+5] = float32(math.NaN()) // above the diagonal: never read
+	l[2*T+30] = float32(math.NaN()) // above the diagonal, past every row panel's block: never read
 	c := make([]float32, T*n)
 	LowerLB(0, T, n, l, T, b, n, c, n)
 	if slices.ContainsFunc(c, func(v float32) bool { return v != v }) {
-		t.Fatal("LowerLB read an entry above L's diagonal")
+		t.Fatal("LowerLB read an entry above L's diagonal past its row panel")
 	}
 	l[5*T+2] = float32(math.NaN()) // below it: read
 	LowerLB(0, T, n, l, T, b, n, c, n)
@@ -150,11 +155,11 @@ func TestCausalCatchesError(t *testing.T) {
 }
 
 // ExampleLowerLB: row i of L·B sums B's rows up to i, weighted by L's row
-// i; the entries above L's diagonal (here 9) are never read.
+// i; L is zero above its diagonal.
 func ExampleLowerLB() {
 	l := []float32{
-		1, 9, 9,
-		1, 1, 9,
+		1, 0, 0,
+		1, 1, 0,
 		1, 1, 1,
 	}
 	b := []float32{1, 10, 100}

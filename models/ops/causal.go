@@ -20,8 +20,12 @@ import (
 // probabilities p that multiply v are zero above it. These ops compute
 // only what is needed, for every item of a batch (B*H heads): on gptlab's
 // sgemm with its causal products, which stop each row panel of a few rows
-// at the diagonal and read no entry above it; on another BLAS by blocks
-// of causalRows rows, each an Sgemm call:
+// at the diagonal; on another BLAS by blocks of causalRows rows, each an
+// Sgemm call. A lower-triangular l must be zero above its diagonal (the
+// sgemm products read the zeros of each row panel's diagonal block in
+// place): the scores and probabilities these ops write are (+0, as the
+// causal softmax's gradient and the dropout of probabilities are), so
+// every l of the attention is:
 //
 //	CausalScores(a, b)  = a·bᵀ on and below the diagonal, zero above: (N, T, d), (N, T, d) -> (N, T, T)
 //	CausalApply(l, m)   = l·m with l lower triangular:                 (N, T, T), (N, T, d) -> (N, T, d)
@@ -65,9 +69,10 @@ func CausalProbs(q, k *G.Node, scale float64) (*G.Node, error) {
 	return G.ApplyOp(causalOp{kind: causalProbs, scale: scale}, q, k)
 }
 
-// CausalApply is l·m for lower-triangular items l. Its gradient with
-// respect to l is the lower triangle only (the upper entries are not
-// variables: they are zero by construction, as a causal softmax's are).
+// CausalApply is l·m for lower-triangular items l, zero above the
+// diagonal. Its gradient with respect to l is the lower triangle only (the
+// upper entries are not variables: they are zero by construction, as a
+// causal softmax's are).
 func CausalApply(l, m *G.Node) (*G.Node, error) { return G.ApplyOp(causalOp{kind: causalApply}, l, m) }
 
 type causalKind int

@@ -12,8 +12,9 @@ import (
 )
 
 // TestCausalKernelsMatchReference: the blocked float32 kernels of the three
-// causal products equal the float64 definition (for any l: its entries
-// above the diagonal are never read), over T spanning partial blocks.
+// causal products equal the float64 definition, over T spanning partial
+// blocks; l is zero above its diagonal, as the scores and probabilities
+// these kernels write are (exactly +0, checked here too).
 func TestCausalKernelsMatchReference(t *testing.T) { onEachBLAS(t, testCausalKernelsMatchReference) }
 
 func testCausalKernelsMatchReference(t *testing.T) {
@@ -32,6 +33,9 @@ func testCausalKernelsMatchReference(t *testing.T) {
 			x64, y64 := make([]float64, len(x32)), make([]float64, len(y32))
 			for i := range x32 {
 				x32[i] = float32(r.NormFloat64())
+				if row, col := i/T%T, i%T; !kind.scores() && col > row {
+					x32[i] = 0
+				}
 				x64[i] = float64(x32[i])
 			}
 			for i := range y32 {
@@ -53,6 +57,9 @@ func testCausalKernelsMatchReference(t *testing.T) {
 			for i, w := range want {
 				if d := math.Abs(float64(got[i]) - w); !(d <= 1e-4*(1+math.Abs(w))) {
 					t.Fatalf("%v T=%d: element %d = %v, want %v", op, T, i, got[i], w)
+				}
+				if kind.scores() && i%T > i/T%T && math.Float32bits(got[i]) != 0 {
+					t.Fatalf("%v T=%d: element %d above the diagonal = %v, want +0", op, T, i, got[i])
 				}
 			}
 		}
