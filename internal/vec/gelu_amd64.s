@@ -317,11 +317,10 @@ TEXT ·geluAVX2(SB), NOSPLIT, $0-24
 	MOVQ x+8(FP), CX
 	MOVQ n+16(FP), DX
 	SHRQ $0x03, DX
-	MOVQ DX, BX
-	SHRQ $0x01, BX
-	JZ   single
 
 loop:
+	CMPQ         DX, $0x00000002
+	JB           rest
 	VMOVUPS      geluconst<>+96(SB), Y0
 	VMOVUPS      geluconst<>+96(SB), Y1
 	VMINPS       (CX), Y0, Y0
@@ -462,12 +461,14 @@ loop:
 	VMOVUPS      Y7, 32(AX)
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000040, AX
-	DECQ         BX
-	JNZ          loop
+	SUBQ         $0x00000002, DX
+	JMP          loop
+
+rest:
+	TESTQ DX, DX
+	JZ    done
 
 single:
-	TESTQ        $0x00000001, DX
-	JZ           done
 	VMOVUPS      geluconst<>+96(SB), Y0
 	VMINPS       (CX), Y0, Y0
 	VMOVUPS      geluconst<>+128(SB), Y1
@@ -539,6 +540,8 @@ single:
 	VMOVUPS      Y3, (AX)
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000020, AX
+	DECQ         DX
+	JNZ          single
 
 done:
 	VZEROUPPER
@@ -552,11 +555,10 @@ TEXT ·geluGradAVX2(SB), NOSPLIT, $0-32
 	MOVQ x+8(FP), DX
 	MOVQ n+24(FP), BX
 	SHRQ $0x03, BX
-	MOVQ BX, SI
-	SHRQ $0x01, SI
-	JZ   single
 
 loop:
+	CMPQ         BX, $0x00000002
+	JB           rest
 	VMOVUPS      geluconst<>+96(SB), Y0
 	VMOVUPS      geluconst<>+96(SB), Y1
 	VMINPS       (DX), Y0, Y0
@@ -684,12 +686,14 @@ loop:
 	ADDQ         $0x00000040, DX
 	ADDQ         $0x00000040, AX
 	ADDQ         $0x00000040, CX
-	DECQ         SI
-	JNZ          loop
+	SUBQ         $0x00000002, BX
+	JMP          loop
+
+rest:
+	TESTQ BX, BX
+	JZ    done
 
 single:
-	TESTQ        $0x00000001, BX
-	JZ           done
 	VMOVUPS      geluconst<>+96(SB), Y0
 	VMINPS       (DX), Y0, Y0
 	VMOVUPS      geluconst<>+128(SB), Y1
@@ -755,6 +759,8 @@ single:
 	ADDQ         $0x00000020, DX
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000020, CX
+	DECQ         BX
+	JNZ          single
 
 done:
 	VZEROUPPER

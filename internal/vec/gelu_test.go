@@ -382,11 +382,14 @@ func TestGELUSplit(t *testing.T) {
 	}
 }
 
-// TestGELUImplsAgree checks the assembly kernel against the pure-Go loop:
-// the same algorithm and constants, so at most 2 ulp apart (the emulated
-// FMAs of the fallback may round twice, and with GOAMD64=v3 the compiler
-// fuses some of its other products; with the default GOAMD64=v1 they agree
-// bitwise on the sweep); a drifted constant would show here first.
+// TestGELUImplsAgree checks each kernel against the next one down, and
+// the last assembly kernel against the pure-Go loop: the same algorithm
+// and constants, so at most 2 ulp from Go (the emulated FMAs of the
+// fallback may round twice, and with GOAMD64=v3 the compiler fuses some
+// of its other products; with the default GOAMD64=v1 they agree bitwise
+// on the sweep); a drifted constant would show here first. Two assembly
+// kernels (AVX-512 and AVX2) make the same operations lane by lane and
+// must agree bitwise.
 func TestGELUImplsAgree(t *testing.T) {
 	ims := geluImpls()
 	if len(ims) < 2 {
@@ -397,27 +400,33 @@ func TestGELUImplsAgree(t *testing.T) {
 	for i := range ones {
 		ones[i] = 1
 	}
-	ya, yb := make([]float32, len(x)), make([]float32, len(x))
-	sa, sb := make([]float32, len(x)), make([]float32, len(x))
-	ims[0].fwd(ya, x)
-	ims[1].fwd(yb, x)
-	ims[0].grad(sa, x, ones)
-	ims[1].grad(sb, x, ones)
-	var worst, worstS float64
-	var differ int
-	for i := range x {
-		if ya[i] != yb[i] {
-			differ++
+	for p := 0; p+1 < len(ims); p++ {
+		a, b := ims[p], ims[p+1]
+		ya, yb := make([]float32, len(x)), make([]float32, len(x))
+		sa, sb := make([]float32, len(x)), make([]float32, len(x))
+		a.fwd(ya, x)
+		b.fwd(yb, x)
+		a.grad(sa, x, ones)
+		b.grad(sb, x, ones)
+		var worst, worstS float64
+		var differ int
+		for i := range x {
+			if math.Float32bits(ya[i]) != math.Float32bits(yb[i]) || math.Float32bits(sa[i]) != math.Float32bits(sb[i]) {
+				differ++
+			}
+			if ya[i] != 0 || yb[i] != 0 {
+				worst = max(worst, math.Abs(float64(ya[i])-float64(yb[i]))/ulp32(float64(yb[i])))
+			}
+			worstS = max(worstS, math.Abs(float64(sa[i])-float64(sb[i]))/0x1p-24)
 		}
-		if ya[i] != 0 || yb[i] != 0 {
-			worst = max(worst, math.Abs(float64(ya[i])-float64(yb[i]))/ulp32(float64(yb[i])))
+		t.Logf("%s vs %s: %d of %d points differ, by at most %.3g ulp (forward), %.3g·2^-24 (slope)",
+			a.name, b.name, differ, len(x), worst, worstS)
+		switch {
+		case b.name != "go" && differ > 0:
+			t.Errorf("%s and %s differ on %d points; two assembly kernels must agree bitwise", a.name, b.name, differ)
+		case worst > 2 || worstS > 2:
+			t.Errorf("%s and %s differ by %.3g ulp forward, %.3g·2^-24 slope; want <= 2", a.name, b.name, worst, worstS)
 		}
-		worstS = max(worstS, math.Abs(float64(sa[i])-float64(sb[i]))/0x1p-24)
-	}
-	t.Logf("%s vs %s: %d of %d outputs differ, by at most %.3g ulp (forward), %.3g·2^-24 (slope)",
-		ims[0].name, ims[1].name, differ, len(x), worst, worstS)
-	if worst > 2 || worstS > 2 {
-		t.Errorf("%s and %s differ by %.3g ulp forward, %.3g·2^-24 slope; want <= 2", ims[0].name, ims[1].name, worst, worstS)
 	}
 }
 

@@ -6,7 +6,7 @@ import "strings"
 // (amd64) or "neon" (arm64) when every family (basic, GELU, LayerNorm,
 // softmax) runs that build's kernels, "go" when none does, else each
 // family's ("basic go, gelu neon, ..."; arm64 has no kernels of the basic
-// ops; on amd64 with AVX-512 the softmax family's are "avx512").
+// ops; on amd64 with AVX-512 the GELU and softmax families' are "avx512").
 func Kernel() string {
 	name := func(asm bool) string {
 		if asm {

@@ -17,6 +17,16 @@
 // takes all 16 YMM registers. avo's allocator knows the 32 of AVX-512, so
 // the generator checks its output for registers beyond Y15 and fails
 // rather than emit code that would fault on an AVX2 machine.
+//
+// With -wide it generates the AVX-512F kernels instead (geluAVX512,
+// geluGradAVX512, into gelu512_amd64.s): the same instructions lane by
+// lane on vectors of 16, constants broadcast from their first copy, the
+// blends on mask registers, and three vectors in lockstep in the 32 ZMM
+// registers. The kernel is bound by that chain's latency, not by
+// throughput, so even where a ZMM instruction issues as two YMM halves
+// (Zen 4) the wider, longer lockstep runs it faster.
+//
+//	go run -C asm/gelu . -wide -out ../../gelu512_amd64.s -stubs ../../gelu512_amd64_stubs.go -pkg vec
 package main
 
 import (
@@ -54,6 +64,7 @@ const constSymbol = "geluconst"
 
 func main() {
 	fit := flag.Bool("fit", false, "refit the polynomials and print them instead of generating")
+	flag.BoolVar(&wide, "wide", false, "generate the AVX-512F kernels (ZMM) instead of the AVX2 ones")
 	flag.Parse()
 	if *fit {
 		fitAll()
@@ -65,12 +76,39 @@ func main() {
 	genKernel(consts, true)
 	consts.Emit()
 	Generate()
-	vexp.CheckAVX2Registers()
+	if !wide {
+		vexp.CheckAVX2Registers()
+	}
+}
+
+// wide selects the AVX-512F kernels: ZMM registers, vectors of 16.
+var wide bool
+
+// suffix is the kernels' name suffix, lanes their vector's length and
+// vecBytes its size.
+func suffix() string {
+	if wide {
+		return "AVX512"
+	}
+	return "AVX2"
+}
+
+func lanes() int { return vecBytes() / 4 }
+
+func vecBytes() int {
+	if wide {
+		return 64
+	}
+	return vexp.VecBytes
 }
 
 // newConstTable is the kernels' table of constants.
 func newConstTable() *vexp.ConstTable {
-	c := vexp.NewConstTable(constSymbol)
+	sym := constSymbol
+	if wide {
+		sym = "gelu512const"
+	}
+	c := vexp.NewConstTable(sym)
 	f := c.AddFloat
 	f("one", 1)
 	f("half", 0.5)
@@ -78,6 +116,9 @@ func newConstTable() *vexp.ConstTable {
 	f("clamp", geluClamp)
 	f("negClamp", -geluClamp)
 	c.Add("absMask", 0x7fffffff)
+	if wide {
+		c.Add("signMask", 0x80000000) // the AVX2 blends read sign bits themselves
+	}
 	c.Add("expBias", 127<<23)
 	f("k", geluK)
 	f("erfBoundS", erfBound*erfBound/2)
@@ -114,10 +155,43 @@ var chains int
 func newV() V {
 	v := make(V, chains)
 	for i := range v {
-		v[i] = YMM()
+		if wide {
+			v[i] = ZMM()
+		} else {
+			v[i] = YMM()
+		}
 	}
 	return v
 }
+
+// cst is a constant of the table as an operand: on YMM the whole vector in
+// memory, on ZMM its first copy, broadcast (the instruction's _BCST form).
+type cst struct{ m Mem }
+
+// k is constant name of the table c.
+func k(c *vexp.ConstTable, name string) cst { return cst{c.At(name)} }
+
+// in is an instruction in its plain form and, for a broadcast constant
+// operand on ZMM, its _BCST form.
+type in struct{ plain, bcst func(...Op) }
+
+var (
+	vmulps      = in{VMULPS, VMULPS_BCST}
+	vaddps      = in{VADDPS, VADDPS_BCST}
+	vsubps      = in{VSUBPS, VSUBPS_BCST}
+	vminps      = in{VMINPS, VMINPS_BCST}
+	vmaxps      = in{VMAXPS, VMAXPS_BCST}
+	vdivps      = in{VDIVPS, VDIVPS_BCST}
+	vfmadd213ps = in{VFMADD213PS, VFMADD213PS_BCST}
+	vfmadd231ps = in{VFMADD231PS, VFMADD231PS_BCST}
+	vfmsub231ps = in{VFMSUB231PS, VFMSUB231PS_BCST}
+	vfnmadd231  = in{VFNMADD231PS, VFNMADD231PS_BCST}
+	vmovaps     = in{VMOVAPS, nil}
+	vmovups     = in{VMOVUPS, nil}
+	// vandps is a bitwise AND: VANDPS on YMM, VPANDD on ZMM (VANDPS on
+	// ZMM needs AVX512DQ).
+	vandps = in{VANDPS, VPANDD_BCST}
+)
 
 // perChain is an operand that differs by chain, such as the chain's vector
 // of an input.
@@ -135,27 +209,107 @@ func pick(o any, i int) Op {
 	return o.(Op)
 }
 
-// e emits instruction f once per chain, with the chain's operands.
-func e(f func(...Op), ops ...any) {
+// e emits instruction f once per chain, with the chain's operands: its
+// _BCST form on ZMM when one is a constant, and a constant loaded into a
+// register (VMOVUPS) is broadcast there (VBROADCASTSS).
+func e(f in, ops ...any) {
+	bcst := false
+	for j, o := range ops {
+		if c, ok := o.(cst); ok {
+			ops[j], bcst = c.m, wide
+		}
+	}
+	fn := f.plain
+	if bcst {
+		fn = f.bcst
+		if fn == nil { // a load: VMOVUPS of a constant
+			fn = VBROADCASTSS
+		}
+	}
 	for i := range chains {
 		args := make([]Op, len(ops))
 		for j, o := range ops {
 			args[j] = pick(o, i)
 		}
-		f(args...)
+		fn(args...)
 	}
 }
 
-// vblendvps is VBLENDVPS in the variadic form of e.
-func vblendvps(ops ...Op) { VBLENDVPS(ops[0], ops[1], ops[2], ops[3]) }
+// mask is one selector per chain for blend: a YMM whose lanes' sign bits
+// select (AVX2), or a mask register (AVX-512).
+type mask []Op
+
+// asMask is the registers v as a mask (the AVX2 selector).
+func asMask(v V) mask {
+	m := make(mask, len(v))
+	for i, r := range v {
+		m[i] = r
+	}
+	return m
+}
+
+// masks is a new mask register per chain, and the operand of chain i.
+func masks() (mask, perChain) {
+	m := make(mask, chains)
+	for i := range m {
+		m[i] = K()
+	}
+	return m, func(i int) Op { return m[i] }
+}
+
+// signMask is the lanes of x whose sign bit is set.
+func signMask(c *vexp.ConstTable, x V) mask {
+	if !wide {
+		return asMask(x)
+	}
+	m, op := masks()
+	e(in{VPTESTMD, VPTESTMD_BCST}, k(c, "signMask"), x, op)
+	return m
+}
+
+// cmpMask is the lanes where VCMPPS's predicate pred holds, with a as its
+// second operand (a memory or constant) and b its first: into the
+// registers dst on AVX2 (made zero first when zero is set), into mask
+// registers on AVX-512.
+func cmpMask(pred uint64, a any, b V, dst V) mask {
+	if !wide {
+		e(in{VCMPPS, nil}, Imm(pred), a, b, dst)
+		return asMask(dst)
+	}
+	m, op := masks()
+	e(in{VCMPPS, VCMPPS_BCST}, Imm(pred), a, b, op)
+	return m
+}
+
+// blend sets dst = sel ? a : b lane by lane.
+func blend(sel mask, a, b, dst V) {
+	for i := range chains {
+		if wide {
+			VBLENDMPS(a[i], b[i], sel[i], dst[i])
+		} else {
+			VBLENDVPS(sel[i], a[i], b[i], dst[i])
+		}
+	}
+}
+
+// zero sets v to +0 in every lane.
+func zero(v V) {
+	x := VXORPS
+	if wide {
+		x = VPXORD
+	}
+	for i := range chains {
+		x(v[i], v[i], v[i])
+	}
+}
 
 // poly evaluates c[first] + t·(c[first+1] + t·(... c[last])) by Horner's
 // rule into new registers, c[j] the constant of c named prefix+j.
 func poly(c *vexp.ConstTable, prefix string, first, last int, t V) V {
 	p := newV()
-	e(VMOVUPS, c.At(fmt.Sprint(prefix, last)), p)
+	e(vmovups, k(c, fmt.Sprint(prefix, last)), p)
 	for j := last - 1; j >= first; j-- {
-		e(VFMADD213PS, c.At(fmt.Sprint(prefix, j)), t, p) // p = t·p + c[j]
+		e(vfmadd213ps, k(c, fmt.Sprint(prefix, j)), t, p) // p = t·p + c[j]
 	}
 	return p
 }
@@ -171,49 +325,49 @@ func genTail(c *vexp.ConstTable, x perChain) tail {
 	var g tail
 	// xc = max(min(x, clamp), -clamp); x is the operand returned on NaN.
 	g.xu = newV()
-	e(VMOVUPS, c.At("clamp"), g.xu)
-	e(VMINPS, x, g.xu, g.xu) // xu = min(x, clamp)
+	e(vmovups, k(c, "clamp"), g.xu)
+	e(vminps, x, g.xu, g.xu) // xu = min(x, clamp)
 	g.xc = newV()
-	e(VMOVUPS, c.At("negClamp"), g.xc)
-	e(VMAXPS, g.xu, g.xc, g.xc)
+	e(vmovups, k(c, "negClamp"), g.xc)
+	e(vmaxps, g.xu, g.xc, g.xc)
 	a := newV()
-	e(VANDPS, c.At("absMask"), g.xc, a)
+	e(vandps, k(c, "absMask"), g.xc, a)
 
 	// t = 1/d, d = 1 + k·a; dlo = fma(a, k, 1-d) is the rounding error of
 	// d; corr = 1 - (d+dlo)·t to first order; cG = corr·G(t).
 	one := newV()
-	e(VMOVUPS, c.At("one"), one)
+	e(vmovups, k(c, "one"), one)
 	d := newV()
-	e(VMOVAPS, one, d)
-	e(VFMADD231PS, c.At("k"), a, d) // d = a·k + 1
+	e(vmovaps, one, d)
+	e(vfmadd231ps, k(c, "k"), a, d) // d = a·k + 1
 	g.t = newV()
-	e(VDIVPS, d, one, g.t)
+	e(vdivps, d, one, g.t)
 	dlo := newV()
-	e(VSUBPS, d, one, dlo)            // 1 - d
-	e(VFMADD231PS, c.At("k"), a, dlo) // dlo = a·k + (1-d)
+	e(vsubps, d, one, dlo)            // 1 - d
+	e(vfmadd231ps, k(c, "k"), a, dlo) // dlo = a·k + (1-d)
 	corr := one                       // one is not needed further
-	e(VFNMADD231PS, g.t, d, corr)     // eps = 1 - d·t
-	e(VFNMADD231PS, g.t, dlo, corr)   // corr = eps - dlo·t
+	e(vfnmadd231, g.t, d, corr)       // eps = 1 - d·t
+	e(vfnmadd231, g.t, dlo, corr)     // corr = eps - dlo·t
 	cG := poly(c, "g", 0, len(geluG)-1, g.t)
-	e(VMULPS, corr, cG, cG)
+	e(vmulps, corr, cG, cG)
 	g.r = poly(c, "r", 0, len(geluR)-1, g.t)
 
 	// exp(whi + wlo), whi + wlo = -a²/2 exactly.
 	ma := newV()
-	e(VMULPS, c.At("negHalf"), a, ma)
+	e(vmulps, k(c, "negHalf"), a, ma)
 	whi := newV()
-	e(VMULPS, a, ma, whi)
+	e(vmulps, a, ma, whi)
 	wlo := newV()
-	e(VMOVAPS, whi, wlo)
-	e(VFMSUB231PS, a, ma, wlo) // wlo = ma·a - whi
+	e(vmovaps, whi, wlo)
+	e(vfmsub231ps, a, ma, wlo) // wlo = ma·a - whi
 	// f holds n = round(whi·log2e); r = whi - n·ln2 + wlo; ma is scratch.
 	f, r := vexp.Reduce(c.At, whi, wlo, ma)
 	g.pm1 = vexp.Expm1(c.At, r) // pm1 = exp(r) - 1
 
 	// m = pm1 + cG + pm1·cG.
 	g.m = newV()
-	e(VADDPS, cG, g.pm1, g.m)
-	e(VFMADD231PS, cG, g.pm1, g.m)
+	e(vaddps, cG, g.pm1, g.m)
+	e(vfmadd231ps, cG, g.pm1, g.m)
 
 	// scale = 2^n: (bits(f) << 23) + 127<<23 (bits(magic) << 23 wraps to 0).
 	vexp.Pow2(c.At, f)
@@ -221,18 +375,22 @@ func genTail(c *vexp.ConstTable, x perChain) tail {
 	return g
 }
 
-// unroll is the vectors per main-loop trip; an odd last vector takes a
-// second loop of one.
-const unroll = 2
+// unroll is the vectors per main-loop trip (unrollWide on ZMM); the
+// vectors left over take a second loop of one.
+const (
+	unroll     = 2
+	unrollWide = 3 // four do not fit the 32 ZMM registers
+)
 
 // genKernel generates geluAVX2 (grad false) or geluGradAVX2.
 func genKernel(c *vexp.ConstTable, grad bool) {
+	sfx, l := suffix(), lanes()
 	if grad {
-		TEXT("geluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, n int)")
-		Doc("geluGradAVX2 sets dx[i] = dy[i]·GELU'(x[i]) for i < n, n a multiple of 8.")
+		TEXT("geluGrad"+sfx, NOSPLIT, "func(dx, x, dy *float32, n int)")
+		Doc(fmt.Sprintf("geluGrad%s sets dx[i] = dy[i]·GELU'(x[i]) for i < n, n a multiple of %d.", sfx, l))
 	} else {
-		TEXT("geluAVX2", NOSPLIT, "func(y, x *float32, n int)")
-		Doc("geluAVX2 sets y[i] = GELU(x[i]) for i < n, n a multiple of 8.")
+		TEXT("gelu"+sfx, NOSPLIT, "func(y, x *float32, n int)")
+		Doc(fmt.Sprintf("gelu%s sets y[i] = GELU(x[i]) for i < n, n a multiple of %d.", sfx, l))
 	}
 	Pragma("noescape")
 	var out, in, dy reg.Register
@@ -244,21 +402,30 @@ func genKernel(c *vexp.ConstTable, grad bool) {
 	}
 	in = Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
-	SHRQ(Imm(3), n) // vectors
-	trips := GP64()
-	MOVQ(n, trips)
-	SHRQ(Imm(1), trips)
-	JZ(LabelRef("single"))
+	u := unroll
+	if wide {
+		u = unrollWide
+	}
+	shift := uint64(3) // vectors of 8
+	if wide {
+		shift = 4
+	}
+	SHRQ(Imm(shift), n) // vectors
 	Label("loop")
-	chains = unroll
+	CMPQ(n, U32(u))
+	JB(LabelRef("rest"))
+	chains = u
 	genBody(c, grad, in, out, dy)
-	DECQ(trips)
-	JNZ(LabelRef("loop"))
-	Label("single")
-	TESTQ(U32(1), n)
+	SUBQ(U32(u), n)
+	JMP(LabelRef("loop"))
+	Label("rest")
+	TESTQ(n, n) // the vectors left over, one at a time
 	JZ(LabelRef("done"))
+	Label("single")
 	chains = 1
 	genBody(c, grad, in, out, dy)
+	DECQ(n)
+	JNZ(LabelRef("single"))
 	Label("done")
 	VZEROUPPER()
 	RET()
@@ -268,69 +435,68 @@ func genKernel(c *vexp.ConstTable, grad bool) {
 // the pointers.
 func genBody(c *vexp.ConstTable, grad bool, in, out, dy reg.Register) {
 	at := func(base reg.Register) perChain {
-		return func(i int) Op { return Mem{Base: base, Disp: i * vexp.VecBytes} }
+		return func(i int) Op { return Mem{Base: base, Disp: i * vecBytes()} }
 	}
 	x := at(in)
 	g := genTail(c, x)
 	if grad {
 		// neg: lanes with x < 0 (not -0, not NaN).
-		neg := newV()
-		e(VXORPS, neg, neg, neg)
-		e(VCMPPS, Imm(0x1e), x, neg, neg) // GT_OQ: 0 > x
+		zr := newV()
+		zero(zr)
+		neg := cmpMask(0x1e, x, zr, zr) // GT_OQ: 0 > x
 		// D = (q·(1+m) - xa·(1+pm1))·2^n, q = t·R, xa = |xc|/√(2π):
 		// Φ(-|x|) - |x|·φ(x); the slope is D for x < 0, else 1 - D.
 		q := newV()
-		e(VMULPS, g.r, g.t, q)
+		e(vmulps, g.r, g.t, q)
 		u := g.m
-		e(VFMADD213PS, q, q, u) // u = q·m + q
+		e(vfmadd213ps, q, q, u) // u = q·m + q
 		xa := g.xc
-		e(VANDPS, c.At("absMask"), xa, xa)
-		e(VMULPS, c.At("invSqrt2Pi"), xa, xa)
+		e(vandps, k(c, "absMask"), xa, xa)
+		e(vmulps, k(c, "invSqrt2Pi"), xa, xa)
 		v := g.pm1
-		e(VFMADD213PS, xa, xa, v) // v = xa·pm1 + xa
+		e(vfmadd213ps, xa, xa, v) // v = xa·pm1 + xa
 		d := u
-		e(VSUBPS, v, u, d)
-		e(VMULPS, g.scale, d, d)
+		e(vsubps, v, u, d)
+		e(vmulps, g.scale, d, d)
 		phi := newV()
-		e(VMOVUPS, c.At("one"), phi)
-		e(VSUBPS, d, phi, phi)
-		e(vblendvps, neg, d, phi, phi)
-		e(VMULPS, at(dy), phi, phi)
-		e(VMOVUPS, phi, at(out))
+		e(vmovups, k(c, "one"), phi)
+		e(vsubps, d, phi, phi)
+		blend(neg, d, phi, phi)
+		e(vmulps, at(dy), phi, phi)
+		e(vmovups, phi, at(out))
 	} else {
 		// P = xu·Φ(-|x|) = (X·R + (X·m + Xe)·R)·2^n, X = xu·t, Xe its
 		// rounding error.
 		X := newV()
-		e(VMULPS, g.t, g.xu, X)
+		e(vmulps, g.t, g.xu, X)
 		xe := newV()
-		e(VMOVAPS, X, xe)
-		e(VFMSUB231PS, g.t, g.xu, xe) // xe = xu·t - X
-		e(VFMADD231PS, g.m, X, xe)    // xe = X·m + xe
-		e(VMULPS, g.r, xe, xe)
-		e(VFMADD231PS, g.r, X, xe) // X·R + xe
+		e(vmovaps, X, xe)
+		e(vfmsub231ps, g.t, g.xu, xe) // xe = xu·t - X
+		e(vfmadd231ps, g.m, X, xe)    // xe = X·m + xe
+		e(vmulps, g.r, xe, xe)
+		e(vfmadd231ps, g.r, X, xe) // X·R + xe
 		p := xe
-		e(VMULPS, g.scale, p, p)
+		e(vmulps, g.scale, p, p)
 		// y = P where x's sign bit is set (x < 0, and -0 and negative NaNs,
 		// which the erf branch or the NaN decide), else x - P.
 		xr := newV()
-		e(VMOVUPS, x, xr)
+		e(vmovups, x, xr)
 		ypos := X
-		e(VSUBPS, p, xr, ypos)
+		e(vsubps, p, xr, ypos)
 		y := ypos
-		e(vblendvps, xr, p, ypos, y)
+		blend(signMask(c, xr), p, ypos, y)
 		// s = x·x/2 < erfBound²/2: y = x/2 + s·Q(s).
 		hx := newV()
-		e(VMULPS, c.At("half"), xr, hx)
+		e(vmulps, k(c, "half"), xr, hx)
 		sv := xr
-		e(VMULPS, x, hx, sv)
+		e(vmulps, x, hx, sv)
 		q := poly(c, "erf", 0, len(geluErf)-1, sv)
-		e(VFMADD213PS, hx, sv, q) // q = s·q + hx
-		small := hx
-		e(VCMPPS, Imm(0x11), c.At("erfBoundS"), sv, small) // LT_OQ: s < erfBound²/2
-		e(vblendvps, small, q, y, y)
-		e(VMOVUPS, y, at(out))
+		e(vfmadd213ps, hx, sv, q)                         // q = s·q + hx
+		small := cmpMask(0x11, k(c, "erfBoundS"), sv, hx) // LT_OQ: s < erfBound²/2
+		blend(small, q, y, y)
+		e(vmovups, y, at(out))
 	}
-	step := U32(chains * vexp.VecBytes)
+	step := U32(chains * vecBytes())
 	ADDQ(step, in)
 	ADDQ(step, out)
 	if grad {
