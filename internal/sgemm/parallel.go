@@ -124,10 +124,10 @@ func parallel(p *problem, t int) {
 
 // packSharedB packs all of op(B) once, across t goroutines, into scratch
 // of its own, and points j.p.packed at it, so that the row chunks share
-// one packing instead of each packing all of B again (a chunk of a
-// 768×128×128 product spent about a tenth of its time so). The panels are
-// the ones each chunk would pack, so the products are bitwise the same.
-// It returns the scratch to put back once the chunks have run, or nil
+// one packing instead of each packing all of B again (the four chunks of
+// a 768×128×512 product on two threads packed its 256 KiB four times).
+// The panels are the ones each chunk would pack, so the products are
+// bitwise the same. It returns the scratch to put back once the chunks have run, or nil
 // (nothing shared) when the product gets its B from a PackB, spans more
 // than one block of columns, or B is too small to gain (sharedPackMin) or
 // too large for the scratch's B buffer.
