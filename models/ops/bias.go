@@ -215,8 +215,8 @@ type colBlocks struct {
 	acc  []float64 // block b's sums at b·(w+8)
 }
 
-// colBlockMin is the fewest columns of a block (narrower, a row's vector
-// loop is too short to pay for its call).
+// colBlockMin is the fewest columns of a block (narrower, LayerNormGradW's
+// call a row is too short to pay for itself).
 const colBlockMin = 64
 
 func newColBlocks(C int) colBlocks {

@@ -269,8 +269,7 @@ func signMask(c *vexp.ConstTable, x V) mask {
 
 // cmpMask is the lanes where VCMPPS's predicate pred holds, with a as its
 // second operand (a memory or constant) and b its first: into the
-// registers dst on AVX2 (made zero first when zero is set), into mask
-// registers on AVX-512.
+// registers dst on AVX2, into new mask registers on AVX-512 (dst unused).
 func cmpMask(pred uint64, a any, b V, dst V) mask {
 	if !wide {
 		e(in{VCMPPS, nil}, Imm(pred), a, b, dst)
