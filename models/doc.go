@@ -38,8 +38,8 @@
 // model is the builder with no hook but the mask list.
 //
 // The graphs are gorgonia graphs of the ops of package models/ops
-// (AddBias/ColSum, LayerNorm, GELU, SplitHeads/MergeHeads, the causal
-// products, CausalSoftmax, CrossEntropy, Gemm16, CachedAttention) and of
+// (AddBias/ColSum, LayerNorm, GELU, the causal products on heads in
+// place, SplitHeads/MergeHeads for the KV cache, CausalSoftmax, CrossEntropy, Gemm16, CachedAttention) and of
 // package arena's (MatMul, Add, Masked, Gather, Reshape, Cast); every op
 // runs allocation-free on storage the arena binds once.
 //

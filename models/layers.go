@@ -43,30 +43,35 @@ func (n *builder) layerNorm(x *G.Node, name string) *G.Node {
 }
 
 // attention is causal multi-head self-attention of layer l on h (B*T, C):
-// q, k and v from the row blocks of c_attn [3C, C] = [Wq; Wk; Wv], each
-// split into heads, softmax(q·kᵀ/√hs)·v per head, heads merged, c_proj.
+// q, k and v from the row blocks of c_attn [3C, C] = [Wq; Wk; Wv],
+// softmax(q·kᵀ/√hs)·v per head, c_proj. The heads are read where the
+// linear layers write them and written where c_proj reads them (the
+// causal ops' heads in place: no SplitHeads or MergeHeads); the KV cache
+// keeps them split.
 func (n *builder) attention(h *G.Node, l int) *G.Node {
 	B, T, C, H := n.B, n.T, n.cfg.Embd, n.cfg.Heads
 	pre := fmt.Sprintf("transformer.h.%d.attn.", l)
 	var qkv [3]*G.Node
 	for i, part := range []string{"q", "k", "v"} {
-		w := n.paramRows(pre+"c_attn.weight", part, i*C, (i+1)*C)                    // (C, C)
-		b := n.paramRows(pre+"c_attn.bias", part, i*C, (i+1)*C)                      // (C)
-		x := n.linear(h, w, b)                                                       // (B*T, C)
-		qkv[i] = n.do(func() (*G.Node, error) { return ops.SplitHeads(x, B, T, H) }) // (B*H, T, hs)
+		w := n.paramRows(pre+"c_attn.weight", part, i*C, (i+1)*C) // (C, C)
+		b := n.paramRows(pre+"c_attn.bias", part, i*C, (i+1)*C)   // (C)
+		qkv[i] = n.linear(h, w, b)                                // (B*T, C)
 	}
 	var y *G.Node
 	if n.kv != nil {
+		for i, x := range qkv {
+			qkv[i] = n.do(func() (*G.Node, error) { return ops.SplitHeads(x, B, T, H) }) // (B*H, T, hs)
+		}
 		y = n.do(func() (*G.Node, error) { return CachedAttention(qkv[0], qkv[1], qkv[2], n.kv, l) }) // (B*H, T, hs)
+		y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, H) })                       // (B*T, C)
 	} else {
 		first := len(n.g.AllNodes())
-		c := n.attnCore(qkv[0], qkv[1], l)                                              // (B*H, T, T)
-		y = n.do(func() (*G.Node, error) { return ops.CausalApply(c.dropped, qkv[2]) }) // (B*H, T, hs)
+		c := n.attnCore(qkv[0], qkv[1], l, H)                                                   // (B*H, T, T)
+		y = n.do(func() (*G.Node, error) { return ops.CausalApplyHeads(c.dropped, qkv[2], H) }) // (B*T, C)
 		if n.fuse {
-			y = n.fused(c, qkv[2], y, first) // (B*H, T, hs)
+			y = n.fused(c, qkv[2], y, first) // (B*T, C)
 		}
 	}
-	y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, H) })   // (B*T, C)
 	y = n.linear(y, n.param(pre+"c_proj.weight"), n.param(pre+"c_proj.bias")) // (B*T, C)
 	return n.dropout(y, l, SiteAttnResid)                                     // (B*T, C)
 }
@@ -77,16 +82,17 @@ func (n *builder) attention(h *G.Node, l int) *G.Node {
 // recomputation drops it and rebuilds it from q and k for the backward.
 type attnCore struct {
 	layer          int
+	heads          int // q and k are (B*T, C) with this many heads in place
 	q, k           *G.Node
 	probs, dropped *G.Node // dropped is probs without dropout
 	mask           *G.Node // nil without dropout
 }
 
-// attnCore builds the core of layer l's attention on q and k (B*H, T, hs),
-// whose output is c.dropped (B*H, T, T).
-func (n *builder) attnCore(q, k *G.Node, l int) attnCore {
-	c := attnCore{layer: l, q: q, k: k}
-	c.probs = n.causalSoftmax(q, k)                         // (B*H, T, T)
+// attnCore builds the core of layer l's attention on q and k (B*T, C),
+// each H heads in place, whose output is c.dropped (B*H, T, T).
+func (n *builder) attnCore(q, k *G.Node, l, H int) attnCore {
+	c := attnCore{layer: l, heads: H, q: q, k: k}
+	c.probs = n.causalSoftmax(q, k, H)                      // (B*H, T, T)
 	c.dropped, c.mask = n.dropoutMask(c.probs, l, SiteAttn) // (B*H, T, T)
 	for _, h := range n.hooks {
 		h.core(c)
@@ -100,7 +106,9 @@ func (n *builder) attnCore(q, k *G.Node, l int) attnCore {
 // and CausalApply, made from node first on), which stays in the graph for
 // the backward to differentiate and is never run.
 func (n *builder) fused(c attnCore, v, chain *G.Node, first int) *G.Node {
-	y := n.do(func() (*G.Node, error) { return ops.CausalAttend(c.q, c.k, v, c.mask, n.attnScale()) }) // (B*H, T, hs)
+	y := n.do(func() (*G.Node, error) {
+		return ops.CausalAttendHeads(c.q, c.k, v, c.mask, n.T, c.heads, n.attnScale())
+	}) // (B*T, C)
 	if n.err != nil {
 		return chain
 	}
@@ -114,10 +122,11 @@ func (n *builder) fused(c attnCore, v, chain *G.Node, first int) *G.Node {
 }
 
 // causalSoftmax is softmax(q·kᵀ/√hs) over the causal pairs (each query
-// and the keys at or before it), in one op (ops.CausalProbs): the scores
-// q·kᵀ are never a tensor of their own.
-func (n *builder) causalSoftmax(q, k *G.Node) *G.Node {
-	return n.do(func() (*G.Node, error) { return ops.CausalProbs(q, k, n.attnScale()) }) // (B*H, T, T)
+// and the keys at or before it) of q and k (B*T, C), H heads in place, in
+// one op (ops.CausalProbsHeads): the scores q·kᵀ are never a tensor of
+// their own.
+func (n *builder) causalSoftmax(q, k *G.Node, H int) *G.Node {
+	return n.do(func() (*G.Node, error) { return ops.CausalProbsHeads(q, k, n.T, H, n.attnScale()) }) // (B*H, T, T)
 }
 
 // attnScale is the scores' scale 1/√hs.

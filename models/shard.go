@@ -124,14 +124,12 @@ func NewBlockShard(cfg Config, p *Params, layer, rank, size, B, T int, opts ...M
 		attn[part+".bias"] = rows(pre+"attn.c_attn.bias", i*C+h0, i*C+h1)
 	}
 	if s.Attn, err = newShardPart(cfg, B, T, o, attn, func(n *builder, h *G.Node, w func(string, ...int) *G.Node) *G.Node {
-		var qkv [3]*G.Node
+		var qkv [3]*G.Node // each its Hs heads in place
 		for i, part := range []string{"q", "k", "v"} {
-			x := n.linear(h, w(part+".weight", Cs, C), w(part+".bias", Cs))               // (B*T, C/P)
-			qkv[i] = n.do(func() (*G.Node, error) { return ops.SplitHeads(x, B, T, Hs) }) // (B*H/P, T, hs)
+			qkv[i] = n.linear(h, w(part+".weight", Cs, C), w(part+".bias", Cs)) // (B*T, C/P)
 		}
-		att := n.attnCore(qkv[0], qkv[1], layer).dropped                                                      // (B*H/P, T, T)
-		y := n.do(func() (*G.Node, error) { return ops.CausalApply(att, qkv[2]) })                            // (B*H/P, T, hs)
-		y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, Hs) })                              // (B*T, C/P)
+		att := n.attnCore(qkv[0], qkv[1], layer, Hs).dropped                                                  // (B*H/P, T, T)
+		y := n.do(func() (*G.Node, error) { return ops.CausalApplyHeads(att, qkv[2], Hs) })                   // (B*T, C/P)
 		return n.do(func() (*G.Node, error) { return arena.MatMul(y, w("proj.weight", C, Cs), false, true) }) // (B*T, C) partial
 	}); err != nil {
 		return nil, err

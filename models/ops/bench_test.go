@@ -164,3 +164,66 @@ func benchCausalProbs(b *testing.B, T int) {
 		}
 	})
 }
+
+// BenchmarkAttentionHeads times one baby attention's causal ops, forward
+// and backward (the probabilities and their product with v; the four
+// products of the backward and the softmax's gradient), with q, k, v and
+// the output as heads in place against split into items, the SplitHeads
+// and MergeHeads that layout needs included (three and one forward, one
+// and three backward), on gptlab's sgemm.
+func BenchmarkAttentionHeads(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
+	prev := tensor.WhichBLAS()
+	sgemm.Use()
+	defer G.Use(prev)
+	const B, T, H, d, scale = 12, 64, 4, 32, 0.17677669529663687
+	rows, items, tt := tensor.Shape{B * T, H * d}, tensor.Shape{B * H, T, d}, tensor.Shape{B * H, T, T}
+	buf := func(s tensor.Shape) arena.Buf {
+		return arena.Buf{Dtype: arena.F32, F32: benchData(s.TotalSize()), Shape: s}
+	}
+	bind := func(op binder, out arena.Buf, in ...arena.Buf) func() {
+		run, err := op.bind(out, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return run
+	}
+	for _, inPlace := range []bool{true, false} {
+		l, x := heads{H: H, T: T}, rows
+		if !inPlace {
+			l, x = heads{}, items
+		}
+		q, k, v, dy := buf(x), buf(x), buf(x), buf(x)
+		y, dq, dk, dv := buf(x), buf(x), buf(x), buf(x)
+		p, dp, ds := buf(tt), buf(tt), buf(tt)
+		runs := []func(){
+			bind(causalOp{kind: causalProbs, scale: scale, heads: l}, p, q, k),
+			bind(causalOp{kind: causalApply, heads: l}, y, p, v),
+			bind(causalOp{kind: causalScores, heads: l}, dp, dy, v),
+			bind(causalOp{kind: causalApplyT, heads: l}, dv, p, dy),
+			bind(causalSoftmaxOp{scale: scale, grad: true}, ds, p, dp),
+			bind(causalOp{kind: causalApply, heads: l}, dq, ds, k),
+			bind(causalOp{kind: causalApplyT, heads: l}, dk, ds, q),
+		}
+		name := "in-place"
+		if !inPlace {
+			name = "split"
+			split, merge := headsOp{B: B, T: T, H: H}, headsOp{B: B, T: T, H: H, merge: true}
+			r := buf(rows)
+			for _, s := range []arena.Buf{q, k, v, dy} { // the forward's three, the backward's dy
+				runs = append(runs, bind(split, s, r))
+			}
+			for _, m := range []arena.Buf{y, dq, dk, dv} { // the forward's y, the backward's three
+				runs = append(runs, bind(merge, buf(rows), m))
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, run := range runs {
+					run()
+				}
+			}
+		})
+	}
+}

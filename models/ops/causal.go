@@ -91,16 +91,26 @@ type causalOp struct {
 	opBase
 	kind  causalKind
 	scale float64 // causalProbs: the softmax's scale
+	heads heads   // how the (T, d) operands are laid out
 }
 
 func (op causalOp) Arity() int { return 2 }
 func (op causalOp) Type() hm.Type {
 	a := hm.TypeVariable('a')
-	return hm.NewFnType(tt(3, a), tt(3, a), tt(3, a))
+	if op.heads.H == 0 {
+		return hm.NewFnType(tt(3, a), tt(3, a), tt(3, a))
+	}
+	if op.kind.scores() { // (B*T, C) twice -> (B*H, T, T)
+		return hm.NewFnType(tt(2, a), tt(2, a), tt(3, a))
+	}
+	return hm.NewFnType(tt(3, a), tt(2, a), tt(2, a)) // (B*H, T, T), (B*T, C) -> (B*T, C)
 }
 
 func (op causalOp) check(in []tensor.Shape) (tensor.Shape, error) {
 	x, y := in[0], in[1]
+	if op.heads.H > 0 {
+		return op.heads.check(op, op.kind.scores(), x, y)
+	}
 	if x.Dims() != 3 || y.Dims() != 3 || x[0] != y[0] || x[1] != y[1] {
 		return nil, fmt.Errorf("%v: shapes %v and %v, want (N, T, ·) and (N, T, ·)", op, x, y)
 	}
@@ -114,6 +124,16 @@ func (op causalOp) check(in []tensor.Shape) (tensor.Shape, error) {
 		return nil, fmt.Errorf("%v: shapes %v and %v, want (N, T, T) and (N, T, d)", op, x, y)
 	}
 	return y.Clone(), nil
+}
+
+// dims returns the items N of checked input shapes in, their length T, and
+// the width d of their (T, d) operands (a scores product's depth).
+func (op causalOp) dims(in []tensor.Shape) (N, T, d int) {
+	if op.kind.scores() {
+		return op.heads.dims(in[0])
+	}
+	_, _, d = op.heads.dims(in[1])
+	return in[0][0], in[0][1], d
 }
 
 func (op causalOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) { return op.check(shapesOf(in)) }
@@ -137,7 +157,8 @@ func (op causalOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 		return nil, err
 	}
 	if y, ok := o.Data().([]float64); ok {
-		op.reference(y, in[0].Data().([]float64), in[1].Data().([]float64), s, in[0].Shape())
+		N, T, d := op.dims(valueShapes(in))
+		op.reference(y, in[0].Data().([]float64), in[1].Data().([]float64), N, T, d)
 		return o, nil
 	}
 	return runFloat32(op, op.String(), o, in)
@@ -152,16 +173,17 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if err := checkBind(op, out, in); err != nil {
 		return nil, err
 	}
-	s := out.Shape
-	N, T := in[0].Shape[0], in[0].Shape[1]
-	d := in[1].Shape[2]
+	N, T, d := op.dims(shapesOfBufs(in))
 	x, y, z := in[0].F32, in[1].F32, out.F32
-	nx, ny, nz := in[0].Shape[1]*in[0].Shape[2], T*d, s[1]*s[2]
+	nx, ny, nz := T*d, T*d, T*T // one item's elements, for the split
+	if !op.kind.scores() {
+		nx, nz = T*T, T*d
+	}
 	impl := tensor.WhichBLAS()
 	if causalOnSgemm(impl) {
 		return par.New(N, nx+ny+nz, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				op.lower(T, x[i*nx:(i+1)*nx], y[i*ny:(i+1)*ny], z[i*nz:(i+1)*nz], in[0].Shape[2], d)
+				op.lower(T, d, op.item(i, T, d, x, y, z))
 			}
 		}).Run, nil
 	}
@@ -169,7 +191,8 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	// zeroed, so that l's entries above the diagonal are never read (the
 	// products are exact for any l, not just one that is triangular).
 	tris := make([]float32, N*causalRows*causalRows)
-	item := func(a, b, c, tri []float32) {
+	item := func(o causalItem, tri []float32) {
+		a, b, c := o.a, o.b, o.c
 		for r0 := 0; r0 < T; r0 += causalRows {
 			r1 := min(r0+causalRows, T)
 			w := r1 - r0
@@ -183,29 +206,50 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 			switch op.kind {
 			case causalScores, causalProbs:
 				// rows r0..r1 of a·bᵀ up to column r1
-				dd := in[0].Shape[2]
-				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, dd, 1, a[r0*dd:], dd, b, dd, 0, c[r0*T:], T)
+				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, d, 1, a[r0*o.lda:], o.lda, b, o.ldb, 0, c[r0*T:], T)
 				op.finishRows(c, T, r0, r1)
 			case causalApply: // rows r0..r1 of l·m: l's columns before r0, then its diagonal block
 				beta := float32(0)
 				if r0 > 0 {
-					impl.Sgemm(blas.NoTrans, blas.NoTrans, w, d, r0, 1, a[r0*T:], T, b, d, 0, c[r0*d:], d)
+					impl.Sgemm(blas.NoTrans, blas.NoTrans, w, d, r0, 1, a[r0*T:], T, b, o.ldb, 0, c[r0*o.ldc:], o.ldc)
 					beta = 1
 				}
-				impl.Sgemm(blas.NoTrans, blas.NoTrans, w, d, w, 1, tri, w, b[r0*d:], d, beta, c[r0*d:], d)
+				impl.Sgemm(blas.NoTrans, blas.NoTrans, w, d, w, 1, tri, w, b[r0*o.ldb:], o.ldb, beta, c[r0*o.ldc:], o.ldc)
 			case causalApplyT: // rows r0..r1 of lᵀ·m: l's diagonal block, then its rows from r1 on
-				impl.Sgemm(blas.Trans, blas.NoTrans, w, d, w, 1, tri, w, b[r0*d:], d, 0, c[r0*d:], d)
+				impl.Sgemm(blas.Trans, blas.NoTrans, w, d, w, 1, tri, w, b[r0*o.ldb:], o.ldb, 0, c[r0*o.ldc:], o.ldc)
 				if r1 < T {
-					impl.Sgemm(blas.Trans, blas.NoTrans, w, d, T-r1, 1, a[r1*T+r0:], T, b[r1*d:], d, 1, c[r0*d:], d)
+					impl.Sgemm(blas.Trans, blas.NoTrans, w, d, T-r1, 1, a[r1*T+r0:], T, b[r1*o.ldb:], o.ldb, 1, c[r0*o.ldc:], o.ldc)
 				}
 			}
 		}
 	}
 	return par.New(N, nx+ny+nz, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			item(x[i*nx:(i+1)*nx], y[i*ny:(i+1)*ny], z[i*nz:(i+1)*nz], tris[i*causalRows*causalRows:(i+1)*causalRows*causalRows])
+			item(op.item(i, T, d, x, y, z), tris[i*causalRows*causalRows:(i+1)*causalRows*causalRows])
 		}
 	}).Run, nil
+}
+
+// causalItem is one item's operands a, b and the output c, each from its
+// first element, with their row strides: a is (T, d) for scores, (T, T)
+// otherwise; b is (T, d); c is (T, T) for scores, (T, d) otherwise.
+type causalItem struct {
+	a, b, c       []float32
+	lda, ldb, ldc int
+}
+
+// item returns item i's operands in the op's inputs x, y and output z.
+func (op causalOp) item(i, T, d int, x, y, z []float32) causalItem {
+	var o causalItem
+	o.b, o.ldb = mat(op.heads, y, i, T, d)
+	if op.kind.scores() {
+		o.a, o.lda = mat(op.heads, x, i, T, d)
+		o.c, o.ldc = z[i*T*T:(i+1)*T*T], T
+	} else {
+		o.a, o.lda = x[i*T*T:(i+1)*T*T], T
+		o.c, o.ldc = mat(op.heads, z, i, T, d)
+	}
+	return o
 }
 
 // causalOnSgemm reports whether impl is gptlab's sgemm, whose causal
@@ -218,21 +262,19 @@ func causalOnSgemm(impl tensor.BLAS) bool {
 
 // lower computes one (T, T) item's product on sgemm's causal products;
 // scores and probabilities by blocks of causalRows rows, each finished
-// (zeroed above the diagonal, or its rows' softmax) while in cache. a is
-// (T, da) for scores, (T, T) otherwise; b and c are (T, d) (c is (T, T)
-// for scores).
-func (op causalOp) lower(T int, a, b, c []float32, da, d int) {
+// (zeroed above the diagonal, or its rows' softmax) while in cache.
+func (op causalOp) lower(T, d int, o causalItem) {
 	switch op.kind {
 	case causalScores, causalProbs:
 		for r0 := 0; r0 < T; r0 += causalRows {
 			r1 := min(r0+causalRows, T)
-			sgemm.LowerABt(r0, r1, da, a[r0*da:], da, b, da, c[r0*T:], T)
-			op.finishRows(c, T, r0, r1)
+			sgemm.LowerABt(r0, r1, d, o.a[r0*o.lda:], o.lda, o.b, o.ldb, o.c[r0*T:], T)
+			op.finishRows(o.c, T, r0, r1)
 		}
 	case causalApply:
-		sgemm.LowerLB(0, T, d, a, T, b, d, c, d)
+		sgemm.LowerLB(0, T, d, o.a, T, o.b, o.ldb, o.c, o.ldc)
 	case causalApplyT:
-		sgemm.LowerLtB(T, d, a, T, b, d, c, d)
+		sgemm.LowerLtB(T, d, o.a, T, o.b, o.ldb, o.c, o.ldc)
 	}
 }
 
@@ -248,33 +290,40 @@ func (op causalOp) finishRows(c []float32, T, r0, r1 int) {
 	}
 }
 
-// reference is the float64 product by its definition, in full.
-func (op causalOp) reference(z, x, y []float64, out, xs tensor.Shape) {
-	N, T := out[0], out[1]
-	cols := out[2]
-	for n := 0; n < N; n++ {
-		for i := 0; i < T; i++ {
-			for j := 0; j < cols; j++ {
+// reference is the float64 product by its definition, in full, of N
+// items of length T and width d.
+func (op causalOp) reference(z, x, y []float64, N, T, d int) {
+	for n := range N {
+		b, ldb := mat(op.heads, y, n, T, d)
+		if op.kind.scores() {
+			a, lda := mat(op.heads, x, n, T, d)
+			c := z[n*T*T : (n+1)*T*T]
+			for i := range T {
+				for j := range T {
+					s := 0.0
+					for k := 0; j <= i && k < d; k++ {
+						s += a[i*lda+k] * b[j*ldb+k]
+					}
+					c[i*T+j] = s
+				}
+			}
+			continue
+		}
+		l := x[n*T*T : (n+1)*T*T]
+		c, ldc := mat(op.heads, z, n, T, d)
+		for i := range T {
+			for j := range d {
 				s := 0.0
-				switch op.kind {
-				case causalScores, causalProbs:
-					if j > i {
-						break
-					}
-					d := xs[2]
-					for k := 0; k < d; k++ {
-						s += x[(n*T+i)*d+k] * y[(n*T+j)*d+k]
-					}
-				case causalApply:
+				if op.kind == causalApply {
 					for k := 0; k <= i; k++ {
-						s += x[(n*T+i)*T+k] * y[(n*T+k)*cols+j]
+						s += l[i*T+k] * b[k*ldb+j]
 					}
-				case causalApplyT:
+				} else {
 					for k := i; k < T; k++ {
-						s += x[(n*T+k)*T+i] * y[(n*T+k)*cols+j]
+						s += l[k*T+i] * b[k*ldb+j]
 					}
 				}
-				z[(n*T+i)*cols+j] = s
+				c[i*ldc+j] = s
 			}
 		}
 	}
@@ -287,9 +336,9 @@ func (op causalOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalOp) Hashcode() uint32      { return hashOf(op) }
 func (op causalOp) String() string {
 	if op.kind == causalProbs {
-		return fmt.Sprintf("CausalProbs{%v}", op.scale)
+		return fmt.Sprintf("CausalProbs{%v}%v", op.scale, op.heads)
 	}
-	return [...]string{"CausalScores", "CausalApply", "CausalApplyT"}[op.kind]
+	return [...]string{"CausalScores", "CausalApply", "CausalApplyT"}[op.kind] + op.heads.String()
 }
 func (op causalOp) DiffWRT(n int) []bool {
 	return []bool{op.kind != causalApplyT, op.kind != causalApplyT}
@@ -297,7 +346,9 @@ func (op causalOp) DiffWRT(n int) []bool {
 
 // SymDiff: see the comment at causalRows.
 func (op causalOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
-	apply := func(kind causalKind, a, b *G.Node) (*G.Node, error) { return G.ApplyOp(causalOp{kind: kind}, a, b) }
+	apply := func(kind causalKind, a, b *G.Node) (*G.Node, error) {
+		return G.ApplyOp(causalOp{kind: kind, heads: op.heads}, a, b)
+	}
 	var d0, d1 *G.Node
 	var err error
 	switch op.kind {
@@ -306,7 +357,7 @@ func (op causalOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 		if err != nil {
 			return nil, err
 		}
-		return causalOp{kind: causalScores}.SymDiff(in, nil, ds)
+		return causalOp{kind: causalScores, heads: op.heads}.SymDiff(in, nil, ds)
 	case causalScores:
 		if d0, err = apply(causalApply, grad, in[1]); err == nil {
 			d1, err = apply(causalApplyT, grad, in[0])
@@ -333,10 +384,7 @@ type FlopCounter interface {
 // product. (sgemm's causal products compute a little more, to the end of
 // each row panel; the blocks of causalRows on another BLAS more again.)
 func (op causalOp) Flops(in []tensor.Shape) float64 {
-	N, T, d := in[1][0], in[1][1], in[1][2]
-	if op.kind.scores() {
-		d = in[0][2]
-	}
+	N, T, d := op.dims(in)
 	work := float64(T) * float64(T+1) / 2
 	f := 2 * float64(N) * work * float64(d)
 	if op.kind == causalProbs {

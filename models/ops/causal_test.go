@@ -43,7 +43,7 @@ func testCausalKernelsMatchReference(t *testing.T) {
 				y64[i] = float64(y32[i])
 			}
 			want := make([]float64, out.TotalSize())
-			op.reference(want, x64, y64, out, xs)
+			op.reference(want, x64, y64, N, T, d)
 			got := make([]float32, out.TotalSize())
 			for i := range got {
 				got[i] = float32(math.NaN()) // every element must be written

@@ -31,19 +31,34 @@ import (
 //
 //	q, k (N, T, d), v (N, T, dv), mask (N, T, T) -> (N, T, dv)
 func CausalAttend(q, k, v, mask *G.Node, scale float64) (*G.Node, error) {
+	return causalAttend(q, k, v, mask, scale, heads{})
+}
+
+// CausalAttendHeads is CausalAttend with q, k, v and the output as H heads
+// in place (causalheads.go): q, k (B*T, C), v (B*T, Cv), mask (B*H, T, T)
+// -> (B*T, Cv).
+func CausalAttendHeads(q, k, v, mask *G.Node, T, H int, scale float64) (*G.Node, error) {
+	if err := checkHeads("CausalAttendHeads", T, H); err != nil {
+		return nil, err
+	}
+	return causalAttend(q, k, v, mask, scale, heads{H: H, T: T})
+}
+
+func causalAttend(q, k, v, mask *G.Node, scale float64, l heads) (*G.Node, error) {
 	if !(scale > 0) || math.IsInf(scale, 1) {
 		return nil, fmt.Errorf("CausalAttend: scale %v, want a positive finite number", scale)
 	}
 	if mask == nil {
-		return G.ApplyOp(causalAttendOp{scale: scale}, q, k, v)
+		return G.ApplyOp(causalAttendOp{scale: scale, heads: l}, q, k, v)
 	}
-	return G.ApplyOp(causalAttendOp{scale: scale, masked: true}, q, k, v, mask)
+	return G.ApplyOp(causalAttendOp{scale: scale, masked: true, heads: l}, q, k, v, mask)
 }
 
 type causalAttendOp struct {
 	opBase
 	scale  float64
 	masked bool
+	heads  heads // how q, k, v and the output are laid out
 }
 
 func (op causalAttendOp) Arity() int {
@@ -58,6 +73,9 @@ func (op causalAttendOp) Type() hm.Type {
 	ts := make([]hm.Type, op.Arity()+1)
 	for i := range ts {
 		ts[i] = tt(3, a)
+		if op.heads.H > 0 && (i != 3 || !op.masked) { // q, k, v and the output; a mask is (B*H, T, T)
+			ts[i] = tt(2, a)
+		}
 	}
 	return hm.NewFnType(ts...)
 }
@@ -67,6 +85,16 @@ func (op causalAttendOp) check(in []tensor.Shape) (tensor.Shape, error) {
 		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
 	q, k, v := in[0], in[1], in[2]
+	if op.heads.H > 0 {
+		if !op.heads.ok(q) || !q.Eq(k) || !op.heads.ok(v) || v[0] != q[0] {
+			return nil, fmt.Errorf("%v: shapes %v, %v and %v, want (B*T, C) twice and (B*T, Cv), T = %d, C and Cv multiples of %d", op, q, k, v, op.heads.T, op.heads.H)
+		}
+		N, T, _ := op.heads.dims(q)
+		if op.masked && !in[3].Eq(tensor.Shape{N, T, T}) {
+			return nil, fmt.Errorf("%v: mask %v, want (B*H, T, T) = %v", op, in[3], tensor.Shape{N, T, T})
+		}
+		return v.Clone(), nil
+	}
 	if q.Dims() != 3 || !q.Eq(k) || v.Dims() != 3 || v[0] != q[0] || v[1] != q[1] {
 		return nil, fmt.Errorf("%v: shapes %v, %v and %v, want (N, T, d) twice and (N, T, dv)", op, q, k, v)
 	}
@@ -111,16 +139,16 @@ func (op causalAttendOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, err
 
 // reference is the three ops' float64 references, one after the other.
 func (op causalAttendOp) reference(y []float64, in []G.Value) {
-	q := in[0].Shape()
-	N, T := q[0], q[1]
+	N, T, d := op.heads.dims(in[0].Shape())
+	_, _, dv := op.heads.dims(in[2].Shape())
 	p := make([]float64, N*T*T)
-	causalOp{kind: causalProbs, scale: op.scale}.reference(p, in[0].Data().([]float64), in[1].Data().([]float64), tensor.Shape{N, T, T}, q)
+	causalOp{kind: causalProbs, scale: op.scale, heads: op.heads}.reference(p, in[0].Data().([]float64), in[1].Data().([]float64), N, T, d)
 	if op.masked {
 		for i, m := range in[3].Data().([]float64) {
 			p[i] *= m
 		}
 	}
-	causalOp{kind: causalApply}.reference(y, p, in[2].Data().([]float64), in[2].Shape(), tensor.Shape{N, T, T})
+	causalOp{kind: causalApply, heads: op.heads}.reference(y, p, in[2].Data().([]float64), N, T, dv)
 }
 
 // BindKernel implements arena.Kernel.
@@ -137,8 +165,8 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if err := checkBind(op, out, in); err != nil {
 		return nil, err
 	}
-	N, T, d := in[0].Shape[0], in[0].Shape[1], in[0].Shape[2]
-	dv := in[2].Shape[2]
+	N, T, d := op.heads.dims(in[0].Shape)
+	_, _, dv := op.heads.dims(in[2].Shape)
 	q, k, v, y := in[0].F32, in[1].F32, in[2].F32, out.F32
 	var mask []float32
 	if op.masked {
@@ -148,14 +176,17 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	onSgemm := causalOnSgemm(impl)
 	sc := float32(op.scale)
 	item := func(i int, s, tri []float32) {
-		qi, ki, vi, yi := q[i*T*d:(i+1)*T*d], k[i*T*d:(i+1)*T*d], v[i*T*dv:(i+1)*T*dv], y[i*T*dv:(i+1)*T*dv]
+		qi, ldq := mat(op.heads, q, i, T, d)
+		ki, ldk := mat(op.heads, k, i, T, d)
+		vi, ldv := mat(op.heads, v, i, T, dv)
+		yi, ldy := mat(op.heads, y, i, T, dv)
 		for r0 := 0; r0 < T; r0 += causalRows {
 			r1 := min(r0+causalRows, T)
 			w := r1 - r0
 			if onSgemm {
-				sgemm.LowerABt(r0, r1, d, qi[r0*d:], d, ki, d, s, T) // (w, r1) scores
+				sgemm.LowerABt(r0, r1, d, qi[r0*ldq:], ldq, ki, ldk, s, T) // (w, r1) scores
 			} else {
-				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, d, 1, qi[r0*d:], d, ki, d, 0, s, T)
+				impl.Sgemm(blas.NoTrans, blas.Trans, w, r1, d, 1, qi[r0*ldq:], ldq, ki, ldk, 0, s, T)
 			}
 			for r := range w {
 				row := s[r*T : r*T+r1]
@@ -171,15 +202,15 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 				}
 			}
 			if onSgemm { // causalRows is a multiple of every row panel: CausalApply's bits
-				sgemm.LowerLB(r0, r1, dv, s, T, vi, dv, yi[r0*dv:], dv)
+				sgemm.LowerLB(r0, r1, dv, s, T, vi, ldv, yi[r0*ldy:], ldy)
 				continue
 			}
 			beta := float32(0)
 			if r0 > 0 {
-				impl.Sgemm(blas.NoTrans, blas.NoTrans, w, dv, r0, 1, s, T, vi, dv, 0, yi[r0*dv:], dv)
+				impl.Sgemm(blas.NoTrans, blas.NoTrans, w, dv, r0, 1, s, T, vi, ldv, 0, yi[r0*ldy:], ldy)
 				beta = 1
 			}
-			impl.Sgemm(blas.NoTrans, blas.NoTrans, w, dv, w, 1, tri, w, vi[r0*dv:], dv, beta, yi[r0*dv:], dv)
+			impl.Sgemm(blas.NoTrans, blas.NoTrans, w, dv, w, 1, tri, w, vi[r0*ldv:], ldv, beta, yi[r0*ldy:], ldy)
 		}
 	}
 	var split *par.Split
@@ -206,9 +237,10 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 // Flops is the three ops': CausalProbs', one per element for the mask,
 // and CausalApply's.
 func (op causalAttendOp) Flops(in []tensor.Shape) float64 {
-	q, v := in[0], in[2]
-	tt := tensor.Shape{q[0], q[1], q[1]}
-	f := causalOp{kind: causalProbs, scale: op.scale}.Flops(in[:2]) + causalOp{kind: causalApply}.Flops([]tensor.Shape{tt, v})
+	N, T, _ := op.heads.dims(in[0])
+	tt := tensor.Shape{N, T, T}
+	f := causalOp{kind: causalProbs, scale: op.scale, heads: op.heads}.Flops(in[:2]) +
+		causalOp{kind: causalApply, heads: op.heads}.Flops([]tensor.Shape{tt, in[2]})
 	if op.masked {
 		f += float64(tt.TotalSize())
 	}
@@ -219,7 +251,7 @@ func (op causalAttendOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalAttendOp) Hashcode() uint32      { return hashOf(op) }
 func (op causalAttendOp) String() string {
 	if op.masked {
-		return fmt.Sprintf("CausalAttend{%v, masked}", op.scale)
+		return fmt.Sprintf("CausalAttend{%v, masked}%v", op.scale, op.heads)
 	}
-	return fmt.Sprintf("CausalAttend{%v}", op.scale)
+	return fmt.Sprintf("CausalAttend{%v}%v", op.scale, op.heads)
 }

@@ -24,14 +24,6 @@ func TestCausalAttend(t *testing.T) { onEachBLAS(t, testCausalAttend) }
 func testCausalAttend(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const scale = 0.17677669529663687
-	bind := func(op binder, out arena.Buf, in ...arena.Buf) {
-		t.Helper()
-		f, err := op.bind(out, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f()
-	}
 	for _, T := range []int{1, 5, causalRows - 1, causalRows, causalRows + 1, 3*causalRows + 7} {
 		for _, masked := range []bool{false, true} {
 			t.Run(fmt.Sprintf("T=%d/masked=%v", T, masked), func(t *testing.T) {
@@ -54,7 +46,7 @@ func testCausalAttend(t *testing.T) {
 				}
 				q, k, v, mask := buf(qs, normal), buf(qs, normal), buf(vs, normal), buf(ts, drop)
 				probs, dropped, want := buf(ts, nan), buf(ts, nan), buf(vs, nan)
-				bind(causalOp{kind: causalProbs, scale: scale}, probs, q, k)
+				runOp(t, causalOp{kind: causalProbs, scale: scale}, probs, q, k)
 				in := []arena.Buf{q, k, v}
 				if masked {
 					f, ok := arena.ElemOp{Product: true, Mask: true}.BindKernel(dropped, []arena.Buf{probs, mask})
@@ -66,10 +58,10 @@ func testCausalAttend(t *testing.T) {
 				} else {
 					dropped = probs
 				}
-				bind(causalOp{kind: causalApply}, want, dropped, v)
+				runOp(t, causalOp{kind: causalApply}, want, dropped, v)
 				op := causalAttendOp{scale: scale, masked: masked}
 				got := buf(vs, nan)
-				bind(op, got, in...)
+				runOp(t, op, got, in...)
 				if !slices.Equal(math32bits(got.F32), math32bits(want.F32)) {
 					t.Fatalf("not bitwise the three ops' output")
 				}
@@ -78,7 +70,7 @@ func testCausalAttend(t *testing.T) {
 					last := probs.F32[row : row+T]
 					i := row + slices.Index(last, slices.Max(last))
 					mask.F32[i] = 1.25 - mask.F32[i]
-					bind(op, got, in...)
+					runOp(t, op, got, in...)
 					if slices.Equal(math32bits(got.F32), math32bits(want.F32)) {
 						t.Errorf("a changed mask element left the output unchanged")
 					}

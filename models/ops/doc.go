@@ -4,10 +4,12 @@
 //	AddBias, ColSum              a Linear layer's bias and its gradient
 //	LayerNorm                    torch.nn.LayerNorm, eps 1e-5; gradient: LayerNormGradX, LayerNormGradW, ColSum
 //	GELU                         exact (erf) GELU; gradient: GELUGrad
-//	SplitHeads, MergeHeads       (B*T, C) <-> (B*H, T, hs), each the other's gradient
+//	SplitHeads, MergeHeads       (B*T, C) <-> (B*H, T, hs), each the other's gradient (the KV cache's)
 //	CausalScores, CausalApply    attention's products over the lower triangle only
 //	CausalSoftmax                mask, scale and softmax fused; gradient: CausalSoftmaxGrad
-//	CausalProbs                  CausalScores then CausalSoftmax in one pass, block by block (the GPT's)
+//	CausalProbs                  CausalScores then CausalSoftmax in one pass, block by block
+//	CausalProbsHeads, CausalApplyHeads, CausalAttendHeads
+//	                             the same on (B*T, C) rows, the heads read and written in place (the GPT's)
 //	CrossEntropy                 log-softmax and NLL fused, mean over the rows; gradient: CrossEntropyGrad
 //	Gemm16                       a matrix product of bfloat16-rounded operands (internal/bf16gemm)
 //	CachedAttention              append to a caller's KV storage and attend over it (forward only)

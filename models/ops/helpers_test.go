@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/internal/sgemm"
+	"gptlab/planner/arena"
 )
 
 // onEachBLAS runs f with gonum's BLAS (the causal products by blocks of
@@ -31,4 +32,16 @@ func prod(s []int) int {
 		n *= d
 	}
 	return n
+}
+
+// runOp binds op to out and in, runs it once and returns out; a bind
+// error fails tb.
+func runOp(tb testing.TB, op binder, out arena.Buf, in ...arena.Buf) arena.Buf {
+	tb.Helper()
+	f, err := op.bind(out, in)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f()
+	return out
 }

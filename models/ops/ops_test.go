@@ -34,6 +34,8 @@ func opCases() []opCase {
 		{"CausalSoftmax", [][]int{{2, 4, 4}}, []float64{2}, func(in []*G.Node) (*G.Node, error) { return CausalSoftmax(in[0], 0.7) }},
 		{"CausalScores", [][]int{{2, 5, 3}, {2, 5, 3}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalScores(in[0], in[1]) }},
 		{"CausalApply", [][]int{{2, 5, 5}, {2, 5, 3}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalApply(in[0], in[1]) }},
+		{"CausalProbsHeads", [][]int{{6, 4}, {6, 4}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalProbsHeads(in[0], in[1], 3, 2, 0.7) }},
+		{"CausalApplyHeads", [][]int{{4, 3, 3}, {6, 4}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalApplyHeads(in[0], in[1], 2) }},
 		{"SplitHeads", [][]int{{6, 4}}, nil, func(in []*G.Node) (*G.Node, error) { return SplitHeads(in[0], 2, 3, 2) }},
 		{"MergeHeads", [][]int{{4, 3, 2}}, nil, func(in []*G.Node) (*G.Node, error) { return MergeHeads(in[0], 2, 3, 2) }},
 		{"CrossEntropy", [][]int{{6, 5}}, []float64{2}, func(in []*G.Node) (*G.Node, error) {
