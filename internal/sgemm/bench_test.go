@@ -12,11 +12,13 @@ import (
 )
 
 // benchImpl is one Sgemm under benchmark; setThreads (if not nil) is told
-// GOMAXPROCS before the timed loop.
+// GOMAXPROCS before the timed loop; packB packs every B (this package's
+// Sgemm reads a row-major B's full panels in place otherwise).
 type benchImpl struct {
 	name       string
 	impl       blas.Float32
 	setThreads func(n int)
+	packB      bool
 }
 
 // benchImpls lists the implementations BenchmarkSgemm compares; the
@@ -72,6 +74,9 @@ func BenchmarkSgemm(b *testing.B) {
 	if kernels[0] != goKernel {
 		impls = append(impls[:len(impls):len(impls)], benchImpl{name: "ours-go", impl: kernelImpl{kern: goKernel}})
 	}
+	if kernels[0].packedS != nil {
+		impls = append(impls[:len(impls):len(impls)], benchImpl{name: "ours-packB", impl: Implementation{}, packB: true})
+	}
 	for _, s := range gptShapes {
 		o := newOperands(1, shape{s.m, s.n, s.k}, s.aT, s.bT, 1, 0, 0)
 		name := fmt.Sprintf("%s_%dx%dx%d_%s%s", s.what, s.m, s.n, s.k, transName(s.aT), transName(s.bT))
@@ -80,6 +85,8 @@ func BenchmarkSgemm(b *testing.B) {
 				if im.setThreads != nil {
 					im.setThreads(runtime.GOMAXPROCS(0))
 				}
+				readBInPlace = !im.packB
+				defer func() { readBInPlace = true }()
 				tA, tB := blasTrans(s.aT), blasTrans(s.bT)
 				b.ReportAllocs()
 				for b.Loop() {

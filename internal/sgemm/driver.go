@@ -60,9 +60,11 @@ func (p problem) cols(j0, j1 int) problem {
 // order: columns of B by nc, depth by kc, rows of A by mc, then micro-tiles).
 // It needs alpha != 0 and k > 0.
 //
-// B is always packed (contiguous panels, zero-padded). A is read in place
-// when the kernel family can (full row panels only); otherwise A is packed,
-// which also absorbs the transpose.
+// B is packed (contiguous panels, zero-padded), except a row-major op(B)
+// on a kernel family with strideFunc variants: its full-width panels are
+// read in place and only a last, narrower one is packed (readsB). A is
+// read in place when the kernel family can (full row panels only);
+// otherwise A is packed, which also absorbs the transpose.
 func (p *problem) run(s *scratch) {
 	kn := p.kern
 	mr, nr := kn.mr, kn.nr
@@ -75,8 +77,13 @@ func (p *problem) run(s *scratch) {
 	if p.aT {
 		full, half = kn.cols, kn.colsHalf
 	}
+	strided := p.readsB()
 	for jc := 0; jc < p.n; jc += kn.nc {
 		nb := min(kn.nc, p.n-jc)
+		inB := 0 // columns of this block whose panels are read in place
+		if strided {
+			inB = nb / nr * nr
+		}
 		// Aᵀ read in place touches one cache line per depth step, and
 		// power-of-two strides alias in L1: when many column panels reuse
 		// each A panel, packing it once is cheaper.
@@ -90,8 +97,8 @@ func (p *problem) run(s *scratch) {
 				bb = p.packed[pc*roundUp(p.n, nr):]
 			case p.pack != nil:
 				p.pack(s.b[:roundUp(nb, nr)*kb], nr, lastW, pc, p.bj+jc, kb, nb)
-			default:
-				p.packB(s.b, nr, lastW, pc, jc, kb, nb)
+			case inB < nb: // the panels from inB on, packed from s.b on
+				p.packB(s.b, nr, lastW, pc, jc+inB, kb, nb-inB)
 			}
 			acc := pc > 0 || !overwrite
 			for ic := 0; ic < p.m; ic += kn.mc {
@@ -109,7 +116,11 @@ func (p *problem) run(s *scratch) {
 						w = lastW
 					}
 					nw := min(w, nb-jr)
-					bp := &bb[(jr/nr)*kb*nr]
+					if jr < inB {
+						p.tilesB(s, ic, mb, pc, kb, jc+jr, inPlace, acc)
+						continue
+					}
+					bp := &bb[((jr-inB)/nr)*kb*nr]
 					for ir := 0; ir < mb; ir += mr {
 						mrr := min(mr, mb-ir)
 						fn, ap, lda := kn.packed, &s.a[(ir/mr)*kb*mr], 0
@@ -132,20 +143,66 @@ func (p *problem) run(s *scratch) {
 							continue
 						}
 						fn(kb, ap, lda, bp, &s.t[0], w, p.alpha, false)
-						for i := 0; i < mrr; i++ {
-							dst := p.c[off+i*p.ldc : off+i*p.ldc+nw]
-							src := s.t[i*w : i*w+nw]
-							if acc {
-								for j, v := range src {
-									dst[j] += v
-								}
-							} else {
-								copy(dst, src)
-							}
-						}
+						p.storeTile(off, s.t, w, mrr, nw, acc)
 					}
 				}
 			}
+		}
+	}
+}
+
+// readsB reports whether run reads op(B)'s full-width panels in place: a
+// row-major B (not Bᵀ) that no PackB or shared packing stands in for, on a
+// kernel family with strideFunc variants.
+func (p *problem) readsB() bool {
+	return readBInPlace && !p.bT && p.pack == nil && p.packed == nil && p.kern.packedS != nil
+}
+
+// readBInPlace lets run read B in place where it can (tests turn it off to
+// compare against packed B).
+var readBInPlace = true
+
+// tilesB computes the mr×nr tiles of rows [ic, ic+mb) of C and the nr
+// columns from j of B read in place, for depth block pc (kb deep): run's
+// inner loop for one panel of B, with A as run reads it (packed in s.a
+// unless inPlace).
+func (p *problem) tilesB(s *scratch, ic, mb, pc, kb, j int, inPlace, acc bool) {
+	kn := p.kern
+	mr, nr := kn.mr, kn.nr
+	bp := &p.b[pc*p.ldb+j]
+	for ir := 0; ir < mb; ir += mr {
+		mrr := min(mr, mb-ir)
+		fn, ap, lda := kn.packedS, &s.a[(ir/mr)*kb*mr], 0
+		if inPlace && mrr == mr {
+			fn, lda = kn.rowsS, p.lda
+			if p.aT {
+				fn, ap = kn.colsS, &p.a[pc*p.lda+ic+ir]
+			} else {
+				ap = &p.a[(ic+ir)*p.lda+pc]
+			}
+		}
+		off := (ic+ir)*p.ldc + j
+		if mrr == mr {
+			fn(kb, ap, lda, bp, p.ldb, &p.c[off], p.ldc, p.alpha, acc)
+			continue
+		}
+		fn(kb, ap, lda, bp, p.ldb, &s.t[0], nr, p.alpha, false)
+		p.storeTile(off, s.t, nr, mrr, nr, acc)
+	}
+}
+
+// storeTile writes (or with acc adds) the mrr×nw top left of tile t (rows
+// w apart) into C from element off on.
+func (p *problem) storeTile(off int, t []float32, w, mrr, nw int, acc bool) {
+	for i := 0; i < mrr; i++ {
+		dst := p.c[off+i*p.ldc : off+i*p.ldc+nw]
+		src := t[i*w : i*w+nw]
+		if acc {
+			for j, v := range src {
+				dst[j] += v
+			}
+		} else {
+			copy(dst, src)
 		}
 	}
 }

@@ -6,7 +6,16 @@ import "unsafe"
 // form 'P' (packed), 'R' (in place by rows) or 'C' (in place by columns):
 // the contract every assembly kernel implements.
 func refKernel(mr, w int, form byte) kernelFunc {
+	s := refKernelS(mr, w, form)
 	return func(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, acc bool) {
+		s(k, a, lda, b, w, c, ldc, alpha, acc)
+	}
+}
+
+// refKernelS is refKernel reading B in place, B(p,j) = b[p*ldb+j]: the
+// contract of the strideFunc kernels (ldb = w is a packed panel).
+func refKernelS(mr, w int, form byte) strideFunc {
+	return func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool) {
 		var alen int
 		switch form {
 		case 'P':
@@ -17,7 +26,7 @@ func refKernel(mr, w int, form byte) kernelFunc {
 			alen = (k-1)*lda + mr
 		}
 		as := unsafe.Slice(a, alen)
-		bs := unsafe.Slice(b, w*k)
+		bs := unsafe.Slice(b, (k-1)*ldb+w)
 		cs := unsafe.Slice(c, (mr-1)*ldc+w)
 		for i := 0; i < mr; i++ {
 			for j := 0; j < w; j++ {
@@ -32,7 +41,7 @@ func refKernel(mr, w int, form byte) kernelFunc {
 					case 'C':
 						av = as[p*lda+i]
 					}
-					s += av * bs[p*w+j]
+					s += av * bs[p*ldb+j]
 				}
 				if acc {
 					cs[i*ldc+j] += alpha * s
@@ -59,5 +68,6 @@ func emuKernel512() *kernel {
 	return &kernel{name: "emu512", mr: 12, nr: 32, mc: 144, kc: 256, nc: 2048,
 		packed: refKernel(12, 32, 'P'), rows: refKernel(12, 32, 'R'), cols: refKernel(12, 32, 'C'),
 		packedHalf: refKernel(12, 16, 'P'), rowsHalf: refKernel(12, 16, 'R'), colsHalf: refKernel(12, 16, 'C'),
+		packedS: refKernelS(12, 32, 'P'), rowsS: refKernelS(12, 32, 'R'), colsS: refKernelS(12, 32, 'C'),
 		transpose8: t8}
 }

@@ -14,6 +14,11 @@ import (
 // (A(i,p) = a[i*lda+p]) or by columns (A(i,p) = a[p*lda+i], op(A) = Aᵀ).
 type kernelFunc func(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, acc bool)
 
+// strideFunc is a kernelFunc of a full-width (nr) tile whose B is read in
+// place, row-major with ldb elements between its rows (B(p,j) =
+// b[p*ldb+j]), instead of from a packed panel.
+type strideFunc func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
 // kernel is a microkernel family with its tile shape and cache blocking.
 type kernel struct {
 	name   string
@@ -26,6 +31,9 @@ type kernel struct {
 	cols   kernelFunc // mr×nr tile, A in place by columns; nil: pack A
 	// Half-width (mr×nr/2) variants for the last columns, or nil.
 	packedHalf, rowsHalf, colsHalf kernelFunc
+	// Variants of packed, rows and cols reading a row-major op(B) in place
+	// (strideFunc), or nil: B is packed.
+	packedS, rowsS, colsS strideFunc
 
 	// transpose8, if not nil, sets dst[c*dstStride+r] = src[r*ld+c] for
 	// r < 8, c < 8*nblk (packing a transposed B).

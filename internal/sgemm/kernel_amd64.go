@@ -15,13 +15,15 @@ func archKernels() []*kernel {
 	if cpu.X86.HasAVX512F {
 		ks = append(ks, &kernel{name: "avx512", mr: 12, nr: 32, mc: 144, kc: 256, nc: 2048,
 			packed: kernelAVX512x32P, rows: kernelAVX512x32R, cols: kernelAVX512x32C,
-			packedHalf: kernelAVX512x16P, rowsHalf: kernelAVX512x16R, colsHalf: kernelAVX512x16C, transpose8: transpose8, copyRows: copyRows,
+			packedHalf: kernelAVX512x16P, rowsHalf: kernelAVX512x16R, colsHalf: kernelAVX512x16C,
+			packedS: kernelAVX512x32PS, rowsS: kernelAVX512x32RS, colsS: kernelAVX512x32CS, transpose8: transpose8, copyRows: copyRows,
 			fmaLoop: fmaPeak512, fmaFlops: 2 * fmaChains * 16})
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		ks = append(ks, &kernel{name: "avx2", mr: 6, nr: 16, mc: 144, kc: 256, nc: 2048,
 			packed: kernelAVX2x16P, rows: kernelAVX2x16R, cols: kernelAVX2x16C,
-			packedHalf: kernelAVX2x8P, rowsHalf: kernelAVX2x8R, colsHalf: kernelAVX2x8C, transpose8: transpose8, copyRows: copyRows,
+			packedHalf: kernelAVX2x8P, rowsHalf: kernelAVX2x8R, colsHalf: kernelAVX2x8C,
+			packedS: kernelAVX2x16PS, rowsS: kernelAVX2x16RS, colsS: kernelAVX2x16CS, transpose8: transpose8, copyRows: copyRows,
 			fmaLoop: fmaPeak256, fmaFlops: 2 * fmaChains * 8})
 	}
 	return ks

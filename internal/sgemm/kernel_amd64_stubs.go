@@ -64,6 +64,36 @@ func kernelAVX512x32C(k int, a *float32, lda int, b *float32, c *float32, ldc in
 //go:noescape
 func kernelAVX512x16C(k int, a *float32, lda int, b *float32, c *float32, ldc int, alpha float32, acc bool)
 
+// kernelAVX2x16PS computes a 6x16 tile of C from a packed A panel and B read in place, B(p,j) = b[p*ldb+j].
+//
+//go:noescape
+func kernelAVX2x16PS(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
+// kernelAVX512x32PS computes a 12x32 tile of C from a packed A panel and B read in place, B(p,j) = b[p*ldb+j].
+//
+//go:noescape
+func kernelAVX512x32PS(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
+// kernelAVX2x16RS computes a 6x16 tile of C from A read in place, A(i,p) = a[i*lda+p] and B read in place, B(p,j) = b[p*ldb+j].
+//
+//go:noescape
+func kernelAVX2x16RS(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
+// kernelAVX512x32RS computes a 12x32 tile of C from A read in place, A(i,p) = a[i*lda+p] and B read in place, B(p,j) = b[p*ldb+j].
+//
+//go:noescape
+func kernelAVX512x32RS(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
+// kernelAVX2x16CS computes a 6x16 tile of C from A read in place, A(i,p) = a[p*lda+i] and B read in place, B(p,j) = b[p*ldb+j].
+//
+//go:noescape
+func kernelAVX2x16CS(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
+// kernelAVX512x32CS computes a 12x32 tile of C from A read in place, A(i,p) = a[p*lda+i] and B read in place, B(p,j) = b[p*ldb+j].
+//
+//go:noescape
+func kernelAVX512x32CS(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
 // transpose8 sets dst[c*dstStride+r] = src[r*ld+c] for r < 8, c < 8*nblk.
 //
 //go:noescape

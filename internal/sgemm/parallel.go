@@ -135,7 +135,7 @@ func (j *job) packSharedB(t int) *scratch {
 	p := &j.p
 	kn := p.kern
 	size := roundUp(p.n, kn.nr) * p.k
-	if p.pack != nil || p.n > kn.nc || size > kn.kc*kn.nc || size < sharedPackMin {
+	if p.pack != nil || p.readsB() || p.n > kn.nc || size > kn.kc*kn.nc || size < sharedPackMin {
 		return nil
 	}
 	s := getScratch()

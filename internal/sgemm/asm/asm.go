@@ -13,7 +13,11 @@
 //
 // with C's rows ldc elements apart. Kernels named ...P read a packed A
 // (A(i,p) = a[p*MR+i], lda unused); kernels named ...R read A in place,
-// row-major (A(i,p) = a[i*lda+p]). Beta is applied by the caller.
+// row-major (A(i,p) = a[i*lda+p]); ...C read A in place by columns
+// (A(i,p) = a[p*lda+i]). Kernels named ...PS, ...RS and ...CS read B in
+// place instead of from a panel, row-major with ldb elements between its
+// rows (B(p,j) = b[p*ldb+j]), for full-width panels of a row-major op(B).
+// Beta is applied by the caller.
 package main
 
 import (
@@ -33,6 +37,9 @@ type kernelSpec struct {
 	vec    func() reg.VecVirtual // allocates a vector register
 	unroll int                   // k iterations per main-loop trip
 	form   byte                  // A is 'P'acked, or read in place by 'R'ows or 'C'olumns
+	// bStride: B is read in place, row-major with ldb elements between
+	// its rows (B(p,j) = b[p*ldb+j]), instead of from a packed panel.
+	bStride bool
 }
 
 func main() {
@@ -43,6 +50,11 @@ func main() {
 		gen(kernelSpec{name: "kernelAVX2x8" + suffix, mr: 6, nvec: 1, lanes: 8, vec: YMM, unroll: 4, form: form})
 		gen(kernelSpec{name: "kernelAVX512x32" + suffix, mr: 12, nvec: 2, lanes: 16, vec: ZMM, unroll: 4, form: form})
 		gen(kernelSpec{name: "kernelAVX512x16" + suffix, mr: 12, nvec: 1, lanes: 16, vec: ZMM, unroll: 4, form: form})
+	}
+	for _, form := range []byte{'P', 'R', 'C'} { // full-width panels with B in place
+		suffix := string(form) + "S"
+		gen(kernelSpec{name: "kernelAVX2x16" + suffix, mr: 6, nvec: 2, lanes: 8, vec: YMM, unroll: 4, form: form, bStride: true})
+		gen(kernelSpec{name: "kernelAVX512x32" + suffix, mr: 12, nvec: 2, lanes: 16, vec: ZMM, unroll: 4, form: form, bStride: true})
 	}
 	genTranspose()
 	genCopyRows()
@@ -139,53 +151,43 @@ func colMem(d, ds, ds3 reg.Register, c int) Mem {
 
 func gen(s kernelSpec) {
 	nr := s.nvec * s.lanes
-	TEXT(s.name, NOSPLIT, "func(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, acc bool)")
+	if s.bStride {
+		TEXT(s.name, NOSPLIT, "func(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)")
+	} else {
+		TEXT(s.name, NOSPLIT, "func(k int, a *float32, lda int, b, c *float32, ldc int, alpha float32, acc bool)")
+	}
 	Pragma("noescape")
 	form := map[byte]string{
 		'P': "a packed A panel",
 		'R': "A read in place, A(i,p) = a[i*lda+p]",
 		'C': "A read in place, A(i,p) = a[p*lda+i]",
 	}[s.form]
-	Doc(fmt.Sprintf("%s computes a %dx%d tile of C from %s and a packed B panel.", s.name, s.mr, nr, form))
+	bForm := "a packed B panel"
+	if s.bStride {
+		bForm = "B read in place, B(p,j) = b[p*ldb+j]"
+	}
+	Doc(fmt.Sprintf("%s computes a %dx%d tile of C from %s and %s.", s.name, s.mr, nr, form, bForm))
 
 	k := Load(Param("k"), GP64())
 	pb := Load(Param("b"), GP64())
+	// bAddr(u, v) addresses vector v of B's row p+u relative to the current
+	// p; advanceB moves p on by steps (1 or the unroll).
+	bAddr := func(u, v int) Mem { return Mem{Base: pb, Disp: 4 * (u*nr + v*s.lanes)} }
+	advanceB := func(steps int) { ADDQ(U32(4*steps*nr), pb) }
+	if s.bStride {
+		at, advance := rows4(pb, "ldb", s.unroll)
+		bAddr = func(u, v int) Mem { return at(u, 4*v*s.lanes) }
+		advanceB = advance
+	}
 
 	// aAddr(u, i) addresses A(i, p+u) relative to the current p.
 	var aAddr func(u, i int) Mem
 	var advanceA func(steps int)
 	switch s.form {
 	case 'C':
-		// A(i, p+u) is at base0 + u*lda + 4i for u < 3, base3 + 4i for u = 3.
-		if s.unroll != 4 {
-			panic("column form needs unroll 4")
-		}
-		ld := Load(Param("lda"), GP64())
-		SHLQ(Imm(2), ld)
-		base0 := Load(Param("a"), GP64())
-		base3 := GP64()
-		LEAQ(Mem{Base: base0, Index: ld, Scale: 2}, base3)
-		ADDQ(ld, base3)
-		ld4 := GP64()
-		MOVQ(ld, ld4)
-		SHLQ(Imm(2), ld4)
-		aAddr = func(u, i int) Mem {
-			switch u {
-			case 0:
-				return Mem{Base: base0, Disp: 4 * i}
-			case 3:
-				return Mem{Base: base3, Disp: 4 * i}
-			}
-			return Mem{Base: base0, Index: ld, Scale: uint8(u), Disp: 4 * i}
-		}
-		advanceA = func(steps int) {
-			if steps == 1 {
-				ADDQ(ld, base0)
-				return
-			}
-			ADDQ(ld4, base0)
-			ADDQ(ld4, base3)
-		}
+		at, advance := rows4(Load(Param("a"), GP64()), "lda", s.unroll)
+		aAddr = func(u, i int) Mem { return at(u, 4*i) }
+		advanceA = advance
 	case 'R':
 		// Rows i = 3q+r live at base[q] + r*lda.
 		ld := Load(Param("lda"), GP64())
@@ -238,7 +240,7 @@ func gen(s kernelSpec) {
 
 	step := func(u int) {
 		for v := 0; v < s.nvec; v++ {
-			VMOVUPS(Mem{Base: pb, Disp: 4 * (u*nr + v*s.lanes)}, bv[v])
+			VMOVUPS(bAddr(u, v), bv[v])
 		}
 		for i := 0; i < s.mr; i++ {
 			VBROADCASTSS(aAddr(u, i), t)
@@ -257,7 +259,7 @@ func gen(s kernelSpec) {
 		step(u)
 	}
 	advanceA(s.unroll)
-	ADDQ(U32(4*s.unroll*nr), pb)
+	advanceB(s.unroll)
 	DECQ(n)
 	JNZ(LabelRef("loop"))
 
@@ -267,7 +269,7 @@ func gen(s kernelSpec) {
 	Label("tailloop")
 	step(0)
 	advanceA(1)
-	ADDQ(U32(4*nr), pb)
+	advanceB(1)
 	DECQ(k)
 	JNZ(LabelRef("tailloop"))
 
@@ -309,6 +311,43 @@ func gen(s kernelSpec) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// rows4 walks rows p .. p+3 of a row-major matrix from base, with the
+// leading dimension (elements) in parameter ld, for a kernel unrolled 4
+// times: at(u, disp) addresses row p+u (u < 4) plus disp bytes, from base
+// + u*ld for u < 3 and from a second base for u = 3; advance(steps) moves
+// p on by 1 (the tail, which reads row p alone) or 4.
+func rows4(base reg.Register, ld string, unroll int) (at func(u, disp int) Mem, advance func(steps int)) {
+	if unroll != 4 {
+		panic("rows4: an unroll of 4 only")
+	}
+	ldr := Load(Param(ld), GP64())
+	SHLQ(Imm(2), ldr)
+	base3 := GP64()
+	LEAQ(Mem{Base: base, Index: ldr, Scale: 2}, base3)
+	ADDQ(ldr, base3)
+	ld4 := GP64()
+	MOVQ(ldr, ld4)
+	SHLQ(Imm(2), ld4)
+	at = func(u, disp int) Mem {
+		switch u {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 3:
+			return Mem{Base: base3, Disp: disp}
+		}
+		return Mem{Base: base, Index: ldr, Scale: uint8(u), Disp: disp}
+	}
+	advance = func(steps int) {
+		if steps == 1 {
+			ADDQ(ldr, base)
+			return
+		}
+		ADDQ(ld4, base)
+		ADDQ(ld4, base3)
+	}
+	return at, advance
 }
 
 func log2(x int) int {
