@@ -111,9 +111,17 @@ func causal(kn *kernel, kind causalKind, r0, r1, n int, a []float32, lda int, b 
 		ap = make([]float32, need)
 	}
 	// B packed once, as one block of the whole depth: panel q at
-	// q·depth·nr, depth p of it at p·nr.
+	// q·depth·nr, depth p of it at p·nr; a row-major B's full panels are
+	// read in place instead (readsB), and only the columns from inB on
+	// packed, from bp on.
 	pb := problem{kern: kn, b: b, ldb: ldb, bT: bT}
-	pb.packB(bp, nr, nr, 0, 0, depth, cols)
+	inB := 0
+	if pb.readsB() {
+		inB = cols / nr * nr
+	}
+	if inB < cols {
+		pb.packB(bp, nr, nr, 0, inB, depth, cols-inB)
+	}
 	// Each row panel is one kernel call over its depth. A full panel is
 	// read in place where the kernel family can: A's rows for ABt, L's
 	// rows for LB (to the end of the panel's diagonal block, whose entries
@@ -125,6 +133,7 @@ func causal(kn *kernel, kind causalKind, r0, r1, n int, a []float32, lda int, b 
 		full := mrr == mr
 		c1 := cols // columns [0, c1)
 		var fn kernelFunc
+		var fnS strideFunc // fn reading B in place
 		var pa *float32
 		var lpa, d0, d1 int // A's leading dimension (0: packed), depth [d0, d1)
 		switch kind {
@@ -136,24 +145,24 @@ func causal(kn *kernel, kind causalKind, r0, r1, n int, a []float32, lda int, b 
 			}
 			pp := problem{a: a[(ir-r0)*lda:], lda: lda}
 			pp.packA(ap, mr, 0, 0, 0, mrr, depth)
-			fn, pa = kn.packed, &ap[0]
+			fn, fnS, pa = kn.packed, kn.packedS, &ap[0]
 		case causalLB:
 			lr := a[(ir-r0)*lda:] // row ir of L
 			d1 = ir + mrr
 			if full && kn.rows != nil {
-				fn, pa, lpa = kn.rows, &lr[0], lda
+				fn, fnS, pa, lpa = kn.rows, kn.rowsS, &lr[0], lda
 				break
 			}
 			packLowerRows(ap, mr, lr, lda, ir, mrr)
-			fn, pa = kn.packed, &ap[0]
+			fn, fnS, pa = kn.packed, kn.packedS, &ap[0]
 		case causalLtB:
 			d0, d1 = ir, depth
 			if full && kn.cols != nil {
-				fn, pa, lpa = kn.cols, &a[ir*lda+ir], lda
+				fn, fnS, pa, lpa = kn.cols, kn.colsS, &a[ir*lda+ir], lda
 				break
 			}
 			packLowerCols(ap, mr, a, lda, ir, mrr, depth)
-			fn, pa = kn.packed, &ap[0]
+			fn, fnS, pa = kn.packed, kn.packedS, &ap[0]
 		}
 		crow := c[(ir-r0)*ldc:]
 		for jr := 0; jr < c1; jr += nr {
@@ -162,7 +171,11 @@ func causal(kn *kernel, kind causalKind, r0, r1, n int, a []float32, lda int, b 
 			if !full || nw < nr {
 				dst, ldd = &s.t[0], nr
 			}
-			fn(d1-d0, pa, lpa, &bp[(jr/nr)*depth*nr+d0*nr], dst, ldd, 1, false)
+			if jr < inB {
+				fnS(d1-d0, pa, lpa, &b[d0*ldb+jr], ldb, dst, ldd, 1, false)
+			} else {
+				fn(d1-d0, pa, lpa, &bp[((jr-inB)/nr)*depth*nr+d0*nr], dst, ldd, 1, false)
+			}
 			if dst == &s.t[0] {
 				for i := range mrr {
 					copy(crow[i*ldc+jr:i*ldc+jr+nw], s.t[i*nr:i*nr+nw])

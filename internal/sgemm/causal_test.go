@@ -49,8 +49,9 @@ func causalWant(kind causalKind, t, n int, a, b []float32) (want, mag []float64,
 // family emulated where the CPU lacks it) against float64 sums: L's upper
 // triangle holds zeros to the end of each row's panel (what a full panel
 // reads in place) and NaN past it, which any read would spread; ABt
-// leaves C alone past each row panel; and rows in blocks of MaxRowPanel
-// give the whole call's bits.
+// leaves C alone past each row panel; rows in blocks of MaxRowPanel
+// give the whole call's bits; and B read in place (with a row stride past
+// its width) gives the bits of B packed.
 func TestCausal(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	rnd := func(n int) []float32 {
@@ -90,7 +91,20 @@ func TestCausal(t *testing.T) {
 					for i := range c {
 						c[i] = sentinel
 					}
-					causal(kn, kind, 0, T, n, a, lda, b, n, c, cw)
+					// B with a row stride past its width, as the heads in place have
+					ldb := n + 3
+					bs := make([]float32, T*ldb)
+					for i := range T {
+						copy(bs[i*ldb:], b[i*n:(i+1)*n])
+					}
+					causal(kn, kind, 0, T, n, a, lda, bs, ldb, c, cw)
+					packed := slices.Clone(c) // the same with B packed: the same bits
+					readBInPlace = false
+					causal(kn, kind, 0, T, n, a, lda, bs, ldb, packed, cw)
+					readBInPlace = true
+					if i := firstDiff(packed, c); i >= 0 {
+						t.Fatalf("%s: C[%d] = %v with B read in place, %v with B packed", name, i, c[i], packed[i])
+					}
 					for i := range T {
 						end := cw // ABt: the row's panel end
 						if kind == causalABt {
