@@ -46,11 +46,11 @@ func CausalApplyHeads(l, v *G.Node, H int) (*G.Node, error) {
 	if err := checkHeads("CausalApplyHeads", 1, H); err != nil {
 		return nil, err
 	}
-	T := 0
-	if s := l.Shape(); s.Dims() == 3 {
-		T = s[1]
+	s := l.Shape()
+	if s.Dims() != 3 || s[1] < 1 {
+		return nil, fmt.Errorf("CausalApplyHeads: l %v, want (B*H, T, T)", s)
 	}
-	return G.ApplyOp(causalOp{kind: causalApply, heads: heads{H: H, T: T}}, l, v)
+	return G.ApplyOp(causalOp{kind: causalApply, heads: heads{H: H, T: s[1]}}, l, v)
 }
 
 func checkHeads(name string, T, H int) error {

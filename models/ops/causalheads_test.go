@@ -152,7 +152,8 @@ func merge64(x []float64, B, T, H, d int) []float64 {
 }
 
 // TestCausalHeadsGraph: the constructors build nodes of the layout's
-// shapes, with and without a mask, and refuse a T or H below 1.
+// shapes, with and without a mask, and refuse a T or H below 1 and an l
+// that is not (B*H, T, T).
 func TestCausalHeadsGraph(t *testing.T) {
 	g := G.NewGraph()
 	m := func(name string, s ...int) *G.Node {
@@ -176,5 +177,8 @@ func TestCausalHeadsGraph(t *testing.T) {
 	}
 	if _, err := CausalAttendHeads(q, k, v, nil, 3, 0, 0.5); err == nil {
 		t.Errorf("H = 0 accepted")
+	}
+	if _, err := CausalApplyHeads(q, v, 2); err == nil { // l must be (B*H, T, T)
+		t.Errorf("a 2-D l accepted")
 	}
 }
