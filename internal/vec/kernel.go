@@ -4,9 +4,10 @@ import "strings"
 
 // Kernel names the code the package's ops run on this machine: "avx2"
 // (amd64) or "neon" (arm64) when every family (basic, GELU, LayerNorm,
-// softmax) runs that build's kernels, "go" when none does, else each
-// family's ("basic go, gelu neon, ..."; arm64 has no kernels of the basic
-// ops; on amd64 with AVX-512 the GELU and softmax families' are "avx512").
+// softmax, dropout) runs that build's kernels, "go" when none does, else
+// each family's ("basic go, gelu neon, ..."; arm64 has no kernels of the
+// basic ops or dropout; on amd64 with AVX-512 the GELU and softmax
+// families' are "avx512", and dropout's with AVX-512DQ too).
 func Kernel() string {
 	name := func(asm bool) string {
 		if asm {
@@ -20,6 +21,7 @@ func Kernel() string {
 	}
 	fam := []struct{ name, kernel string }{
 		{"basic", basic}, {"gelu", geluBest.name}, {"norm", name(normAsm)}, {"softmax", softmaxName()},
+		{"dropout", dropoutBest.name},
 	}
 	parts := make([]string, len(fam))
 	same := true
