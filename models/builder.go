@@ -8,6 +8,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/models/ops"
 	"gptlab/planner/arena"
 )
 
@@ -27,9 +28,10 @@ type builder struct {
 	cfg   Config
 	p     *Params
 	B, T  int
-	train bool               // dropout masks (when cfg.Dropout > 0)
+	train bool               // dropout (when cfg.Dropout > 0)
 	kv    *KVCache           // nil: attend over this graph's own T tokens
 	wrt   map[string]G.Nodes // parameter name -> its nodes (c_attn: three row blocks)
+	drop  *ops.DropoutKey    // the stateless masks' key, drawn in the kernels; nil: mask inputs (dropout.go)
 	masks int                // dropout mask inputs made (dropout.go numbers their names)
 	hooks []hook             // the passes applied as the graph is built, in order
 	err   error

@@ -39,16 +39,14 @@ type Model struct {
 	wrt          G.Nodes     // the parameter nodes differentiated, in GradNodes order
 	joined       [][]float32 // gradient buffers of split parameters
 
-	masks    []maskInput      // every dropout mask input, filled by Feed
-	maskFill *maskFill        // the stateless masks' filler, made at the first Feed
-	mp       *mixed           // the 16-bit policy's pass (mixed.go), or nil
-	passes   []passRec        // a scheduled step's passes, as built (recompute.go)
-	unrun    map[*G.Node]bool // the chains of ops fused ops stand in for (never run)
-	rngOpts  RNGOptions
-	rng      *stream   // the stateful masks' generator, made at the first Feed
-	extra    []*G.Node // nodes run for their effect (a RunningMean's updates)
-	dropSeed int64
-	dropStep int64
+	masks   []maskInput      // every dropout mask input (stateful masks), filled by Feed
+	mp      *mixed           // the 16-bit policy's pass (mixed.go), or nil
+	passes  []passRec        // a scheduled step's passes, as built (recompute.go)
+	unrun   map[*G.Node]bool // the chains of ops fused ops stand in for (never run)
+	rngOpts RNGOptions
+	rng     *stream        // the stateful masks' generator, made at the first Feed
+	extra   []*G.Node      // nodes run for their effect (a RunningMean's updates)
+	dropKey ops.DropoutKey // the seed and step of the next Step's masks, read by the graph's dropout ops
 }
 
 // gradParts are the graph gradients of one parameter: one node, or the
@@ -166,6 +164,9 @@ func (m *Model) build(o modelOptions) error {
 		hooks = append(hooks, log)
 	}
 	n := newBuilder(m.g, m.cfg, m.params, m.B, m.T, m.train, nil, hooks...)
+	if m.rngOpts.Kind == Stateless {
+		n.drop = &m.dropKey // the masks drawn in the kernels
+	}
 	m.idx, m.pos, m.tgt = make([]int, N), make([]int, N), make([]int, N)
 	for i := range m.pos {
 		m.pos[i] = i % m.T
@@ -238,15 +239,15 @@ func (m *Model) setGrads(n *builder, grads [][]*G.Node, counts []int) error {
 }
 
 // SetDropoutSeed sets the seed of the dropout masks (default 0).
-func (m *Model) SetDropoutSeed(seed int64) { m.dropSeed = seed }
+func (m *Model) SetDropoutSeed(seed int64) { m.dropKey.Seed = seed }
 
 // SetDropoutKey sets the step counter of the next Step's dropout masks.
 // Each Step uses the masks of (seed, step, layer, site) and then advances
 // the step by one, so a run is reproducible from the seed alone.
-func (m *Model) SetDropoutKey(step int64) { m.dropStep = step }
+func (m *Model) SetDropoutKey(step int64) { m.dropKey.Step = step }
 
 // DropoutKey is the step counter the next Step will use.
-func (m *Model) DropoutKey() int64 { return m.dropStep }
+func (m *Model) DropoutKey() int64 { return m.dropKey.Step }
 
 // ErrTokens marks token ids outside the vocabulary or batches of the wrong
 // size.
@@ -265,9 +266,10 @@ func (m *Model) load(dst []int, src []int32, what string) error {
 	return nil
 }
 
-// Feed loads a batch into the graph's inputs and fills the dropout masks
-// of the current key, without running anything: Step's first half, for an
-// executor other than the model's own machine. idx and targets hold B*T
+// Feed loads a batch into the graph's inputs and fills the stateful
+// generator's dropout masks, without running anything: Step's first half,
+// for an executor other than the model's own machine. (Stateless masks
+// are drawn from the current key as the graph runs.) idx and targets hold B*T
 // tokens each, row-major (B, T); targets may be nil for an evaluation
 // model (they are then zeros).
 func (m *Model) Feed(idx, targets []int32) error {
@@ -284,16 +286,11 @@ func (m *Model) Feed(idx, targets []int32) error {
 	}
 	if m.rngOpts.Kind == Stateful {
 		if m.rng == nil {
-			m.rng = newStream(m.dropSeed)
+			m.rng = newStream(m.dropKey.Seed)
 		}
 		m.fillStateful()
-		return nil
 	}
-	if m.maskFill == nil {
-		m.maskFill = newMaskFill(m.masks)
-	}
-	m.maskFill.fill(m.cfg.Dropout, m.dropSeed, m.dropStep)
-	return nil
+	return nil // stateless masks are drawn as the graph runs
 }
 
 // Step runs the graph on idx and targets (see Feed): the forward pass and,
@@ -307,7 +304,7 @@ func (m *Model) Step(idx, targets []int32) (float32, error) {
 	if err := m.exec.run(); err != nil {
 		return 0, fmt.Errorf("GPT step: %w", err)
 	}
-	m.dropStep++
+	m.dropKey.Step++
 	if targets == nil {
 		return 0, nil
 	}

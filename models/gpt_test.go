@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
 	"gptlab/internal/testutil"
 	"gptlab/models/ops"
 )
@@ -123,17 +126,28 @@ func TestStepRejectsBadTokens(t *testing.T) {
 	}
 }
 
+// dropoutSites lists the Dropout nodes of m's graph: their sites and the
+// shapes they multiply.
+func dropoutSites(m *Model) (sites []ops.DropoutSite, shapes []tensor.Shape) {
+	for _, n := range m.Graph().AllNodes() {
+		if s, ok := ops.DropoutSiteOf(n.Op()); ok {
+			sites, shapes = append(sites, s), append(shapes, n.Shape())
+		}
+	}
+	return sites, shapes
+}
+
 func TestDropout(t *testing.T) {
 	plain, cfg := tinyModel(t, 0, true)
-	if len(plain.masks) != 0 {
-		t.Errorf("dropout 0 built %d mask inputs, want none", len(plain.masks))
+	if s, _ := dropoutSites(plain); len(plain.masks)+len(s) != 0 {
+		t.Errorf("dropout 0 built %d mask inputs and %d dropout ops, want none", len(plain.masks), len(s))
 	}
 	idx, tgt := randomBatch(cfg, cfg.Batch, cfg.Block, 6)
 	l0, _ := plain.Step(idx, tgt)
 
 	d, _ := tinyModel(t, 0.2, true)
-	if want := 1 + 3*cfg.Layers; len(d.masks) != want {
-		t.Errorf("dropout 0.2 built %d mask inputs, want %d", len(d.masks), want)
+	if len(d.masks) != 0 {
+		t.Errorf("stateless dropout built %d mask inputs, want none (drawn in the kernels)", len(d.masks))
 	}
 	d.SetDropoutSeed(9)
 	d.SetDropoutKey(4)
@@ -149,7 +163,8 @@ func TestDropout(t *testing.T) {
 	}
 	// an evaluation model never drops.
 	ev, _ := tinyModel(t, 0.2, false)
-	if le, _ := ev.Step(idx, tgt); le != l0 || len(ev.masks) != 0 {
+	s, _ := dropoutSites(ev)
+	if le, _ := ev.Step(idx, tgt); le != l0 || len(ev.masks)+len(s) != 0 {
 		t.Errorf("eval loss with dropout 0.2 = %v, want the no-dropout %v", le, l0)
 	}
 }
@@ -229,10 +244,18 @@ func TestDropoutGradientDirectional(t *testing.T) {
 	}
 }
 
-// The masks a Step used can be regenerated from (seed, step, layer, site)
-// alone, with the documented shapes.
+// The masks a Step uses are ops.DropoutMask's for (seed, step, layer,
+// site), over the documented shapes: every site of the graph is there
+// once in the forward and once in its gradient, keyed by the model's key,
+// and each Dropout node's output (the TapeMachine keeps them all) is its
+// input times that mask, bit for bit.
 func TestDropoutMasksRegenerate(t *testing.T) {
-	m, cfg := tinyModel(t, 0.1, true)
+	cfg, _ := Preset("tiny")
+	cfg.Dropout = 0.1
+	m, err := NewModel(cfg, NewParams(cfg, 3), cfg.Batch, cfg.Block, true, WithTapeMachine())
+	if err != nil {
+		t.Fatal(err)
+	}
 	m.SetDropoutSeed(5)
 	m.SetDropoutKey(11)
 	idx, tgt := randomBatch(cfg, cfg.Batch, cfg.Block, 2)
@@ -241,14 +264,34 @@ func TestDropoutMasksRegenerate(t *testing.T) {
 	}
 	N, C, H, T := cfg.Batch*cfg.Block, cfg.Embd, cfg.Heads, cfg.Block
 	size := map[int]int{SiteEmbed: N * C, SiteAttn: cfg.Batch * H * T * T, SiteAttnResid: N * C, SiteMLP: N * C}
-	for _, mk := range m.masks {
-		if len(mk.data) != size[mk.site] {
-			t.Errorf("mask (layer %d, site %d) has %d values, want %d", mk.layer, mk.site, len(mk.data), size[mk.site])
+	seen := map[[2]int]int{}
+	checked := 0
+	for _, n := range m.Graph().AllNodes() {
+		s, ok := ops.DropoutSiteOf(n.Op())
+		if !ok {
+			continue
 		}
-		again := make([]float32, len(mk.data))
-		ops.DropoutMask(again, cfg.Dropout, 5, 11, mk.layer, mk.site)
-		if testutil.MaxAbsDiff(again, mk.data) != 0 {
-			t.Errorf("mask (layer %d, site %d) is not ops.DropoutMask(seed 5, step 11)", mk.layer, mk.site)
+		seen[[2]int{s.Layer, s.Site}]++
+		if s.P != cfg.Dropout || n.Shape().TotalSize() != size[s.Site] {
+			t.Errorf("dropout (layer %d, site %d): p %v over %v, want p %v over %d values", s.Layer, s.Site, s.P, n.Shape(), cfg.Dropout, size[s.Site])
 		}
+		if s.Key.Seed != 5 || s.Key.Step != 12 { // Step advanced the key after its run
+			t.Errorf("dropout (layer %d, site %d) keyed %+v, want the model's key (5, 12)", s.Layer, s.Site, *s.Key)
+		}
+		in := m.Graph().From(n.ID())
+		in.Next()
+		x := f32Of(in.Node().(*G.Node).Value())
+		y := f32Of(n.Value())
+		mask := make([]float32, len(x))
+		ops.DropoutMask(mask, cfg.Dropout, 5, 11, s.Layer, s.Site)
+		for i := range x {
+			if math.Float32bits(y[i]) != math.Float32bits(x[i]*mask[i]) {
+				t.Fatalf("dropout (layer %d, site %d): element %d is %v, want %v·%v", s.Layer, s.Site, i, y[i], x[i], mask[i])
+			}
+		}
+		checked++
+	}
+	if want := 1 + 3*cfg.Layers; len(seen) != want || checked != 2*want {
+		t.Errorf("%d sites in %d dropout ops, want %d sites, each in the forward and the backward", len(seen), checked, want)
 	}
 }

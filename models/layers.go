@@ -85,7 +85,7 @@ type attnCore struct {
 	heads          int // q and k are (B*T, C) with this many heads in place
 	q, k           *G.Node
 	probs, dropped *G.Node // dropped is probs without dropout
-	mask           *G.Node // nil without dropout
+	drop           dropMask
 }
 
 // attnCore builds the core of layer l's attention on q and k (B*T, C),
@@ -93,7 +93,7 @@ type attnCore struct {
 func (n *builder) attnCore(q, k *G.Node, l, H int) attnCore {
 	c := attnCore{layer: l, heads: H, q: q, k: k}
 	c.probs = n.causalSoftmax(q, k, H)                      // (B*H, T, T)
-	c.dropped, c.mask = n.dropoutMask(c.probs, l, SiteAttn) // (B*H, T, T)
+	c.dropped, c.drop = n.dropoutMask(c.probs, l, SiteAttn) // (B*H, T, T)
 	for _, h := range n.hooks {
 		h.core(c)
 	}
@@ -107,7 +107,10 @@ func (n *builder) attnCore(q, k *G.Node, l, H int) attnCore {
 // the backward to differentiate and is never run.
 func (n *builder) fused(c attnCore, v, chain *G.Node, first int) *G.Node {
 	y := n.do(func() (*G.Node, error) {
-		return ops.CausalAttendHeads(c.q, c.k, v, c.mask, n.T, c.heads, n.attnScale())
+		if s := c.drop.site; s != nil {
+			return ops.CausalAttendHeadsDropout(c.q, c.k, v, *s, n.T, c.heads, n.attnScale())
+		}
+		return ops.CausalAttendHeads(c.q, c.k, v, c.drop.mask, n.T, c.heads, n.attnScale())
 	}) // (B*T, C)
 	if n.err != nil {
 		return chain

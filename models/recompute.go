@@ -400,13 +400,10 @@ func (n *builder) recomputeCores(cores []attnCore, tag int, made *[]*G.Node) fun
 				if err != nil {
 					return nil, err
 				}
-				rc := attnCore{layer: c.layer, heads: c.heads, q: q, k: k, mask: c.mask}
+				rc := attnCore{layer: c.layer, heads: c.heads, q: q, k: k, drop: c.drop}
 				first := len(n.g.AllNodes())              // what the recomputation runs, past its views of q and k
 				rc.probs = n.causalSoftmax(q, k, c.heads) // (B*H, T, T)
-				rc.dropped = rc.probs
-				if rc.mask != nil { // the first forward's mask
-					rc.dropped = n.do(func() (*G.Node, error) { return arena.Masked(rc.probs, rc.mask) }) // (B*H, T, T)
-				}
+				rc.dropped = rc.drop.apply(n, rc.probs)   // the first forward's mask (B*H, T, T)
 				if n.err != nil {
 					return nil, n.err
 				}

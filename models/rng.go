@@ -9,8 +9,9 @@ import (
 type RNG int
 
 const (
-	// Stateless masks are a hash of (seed, step, layer, site): a
-	// recomputation regenerates the first pass's masks from the counters.
+	// Stateless masks are a hash of (seed, step, layer, site, position),
+	// drawn inside the kernels that apply them (ops.Dropout): no mask is
+	// stored, and a recomputation draws the first pass's masks again.
 	Stateless RNG = iota
 	// Stateful masks are drawn one after another from a sequential
 	// generator, in the order the forwards run, as torch's global

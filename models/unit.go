@@ -69,8 +69,7 @@ type Unit struct {
 	params     *Params
 	B, T       int
 	fwd, train *unitGraph
-	dropSeed   int64
-	dropStep   int64
+	dropKey    ops.DropoutKey // the masks' seed and step, read by the programs' dropout ops
 }
 
 // unitGraph is one compiled program of a unit and its inputs.
@@ -83,8 +82,6 @@ type unitGraph struct {
 	dx            *G.Node   // training: the input's gradient (nil for the embedding)
 	names         []string  // training: the segment's parameters
 	grads         []G.Nodes // training: their gradient parts
-	masks         []maskInput
-	maskFill      *maskFill // the masks' filler, made at the first run
 }
 
 // NewUnit builds and compiles segment seg of the GPT for batches (B, T)
@@ -115,8 +112,8 @@ func NewUnit(cfg Config, p *Params, seg Segment, B, T int, opts ...ModelOption) 
 // the forward and its backward from dy.
 func (u *Unit) build(train bool, o modelOptions) (*unitGraph, error) {
 	g := G.NewGraph()
-	masks := &maskList{}
-	n := newBuilder(g, u.cfg, u.params, u.B, u.T, true, nil, masks) // a training segment: dropout in both programs
+	n := newBuilder(g, u.cfg, u.params, u.B, u.T, true, nil) // a training segment: dropout in both programs
+	n.drop = &u.dropKey
 	N, C := u.B*u.T, u.cfg.Embd
 	gr := &unitGraph{}
 	var x *G.Node
@@ -144,7 +141,6 @@ func (u *Unit) build(train bool, o modelOptions) (*unitGraph, error) {
 	if n.err != nil {
 		return nil, fmt.Errorf("build %v: %w", u.Seg, n.err)
 	}
-	gr.masks = masks.all
 	retain := G.Nodes{gr.out}
 	if gr.logits != nil { // the head's logits stay live to the end of the program
 		retain = append(retain, gr.logits)
@@ -215,9 +211,9 @@ func (u *Unit) SetTokens(idx, targets []int32) error {
 
 // SetDropout keys the dropout masks of the next runs, as a Model's
 // SetDropoutSeed and SetDropoutKey do; forward and backward draw the same.
-func (u *Unit) SetDropout(seed, step int64) { u.dropSeed, u.dropStep = seed, step }
+func (u *Unit) SetDropout(seed, step int64) { u.dropKey = ops.DropoutKey{Seed: seed, Step: step} }
 
-// run loads x (and dy), fills the masks and runs one program.
+// run loads x (and dy) and runs one program.
 func (u *Unit) run(gr *unitGraph, x, dy []float32) error {
 	for _, c := range []struct{ dst, src []float32 }{{gr.x, x}, {gr.dy, dy}} {
 		if c.dst == nil {
@@ -228,10 +224,6 @@ func (u *Unit) run(gr *unitGraph, x, dy []float32) error {
 		}
 		copy(c.dst, c.src)
 	}
-	if gr.maskFill == nil {
-		gr.maskFill = newMaskFill(gr.masks)
-	}
-	gr.maskFill.fill(u.cfg.Dropout, u.dropSeed, u.dropStep)
 	if err := gr.exec.run(); err != nil {
 		return fmt.Errorf("%v: %w", u.Seg, err)
 	}

@@ -153,7 +153,8 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt lab.Options) (*reports.
 		}
 	}
 	r.Note("Naive is every op output in storage of its own; the bound is the most bytes live at one instant; " +
-		"parameters, tokens and dropout masks are the caller's and not counted. Timings are wall-clock on a shared machine.")
+		"parameters and tokens are the caller's and not counted, and dropout stores no masks (its kernels draw them). " +
+		"Timings are wall-clock on a shared machine.")
 	return r, nil
 }
 

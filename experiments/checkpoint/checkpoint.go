@@ -20,8 +20,9 @@ import (
 // needs it. Every schedule is built as one graph (forwards, recomputations,
 // backwards) and run in its order from one planned arena, so its memory
 // is a planned, verified number and its gradients are compared with none's
-// to the bit, with dropout on (masks regenerated from counters, or drawn
-// from a stateful generator that is stashed and restored as torch does).
+// to the bit, with dropout on (masks drawn from counters inside the kernels
+// that apply them, or drawn from a stateful generator that is stashed and
+// restored as torch does).
 
 // checkpointConfig holds the lab's settings.
 type checkpointConfig struct {
@@ -149,7 +150,8 @@ func runCheckpoint(ctx context.Context, cfg *checkpointConfig, opt lab.Options) 
 	r.Metric("grads_bitwise_equal", map[bool]int{true: 1, false: 0}[allBitwise])
 	pareto.attach(r)
 	r.Note("Peaks are the planned arena of the whole step (kept activations, recomputed ones, gradients, " +
-		"temporaries); parameters, AdamW's moments, tokens and dropout masks are the caller's and not counted. " +
+		"temporaries); parameters, AdamW's moments, tokens and the stateful generator's masks are the caller's and not counted " +
+		"(counter-based dropout stores no masks: its kernels draw them). " +
 		"Recompute is the forward work run again, in FLOPs (2mnk per matrix product, one per element " +
 		"otherwise), as a share of one forward. Step times are wall-clock medians; the schedules run interleaved, " +
 		"a round each in turn, and ms ÷ none is the median over the rounds of the step's time over none's in the same round; " +

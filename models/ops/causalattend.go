@@ -44,9 +44,33 @@ func CausalAttendHeads(q, k, v, mask *G.Node, T, H int, scale float64) (*G.Node,
 	return causalAttend(q, k, v, mask, scale, heads{H: H, T: T})
 }
 
-func causalAttend(q, k, v, mask *G.Node, scale float64, l heads) (*G.Node, error) {
+// CausalAttendHeadsDropout is CausalAttendHeads with the probabilities'
+// dropout drawn in the kernel, as Dropout(probs, s) draws it over the
+// (B*H, T, T) probabilities, instead of read from a mask input: the same
+// products, so the same bits as CausalAttendHeads with DropoutMask's mask.
+func CausalAttendHeadsDropout(q, k, v *G.Node, s DropoutSite, T, H int, scale float64) (*G.Node, error) {
+	if err := checkHeads("CausalAttendHeadsDropout", T, H); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := checkScale(scale); err != nil {
+		return nil, err
+	}
+	return G.ApplyOp(causalAttendOp{scale: scale, drop: &s, heads: heads{H: H, T: T}}, q, k, v)
+}
+
+func checkScale(scale float64) error {
 	if !(scale > 0) || math.IsInf(scale, 1) {
-		return nil, fmt.Errorf("CausalAttend: scale %v, want a positive finite number", scale)
+		return fmt.Errorf("CausalAttend: scale %v, want a positive finite number", scale)
+	}
+	return nil
+}
+
+func causalAttend(q, k, v, mask *G.Node, scale float64, l heads) (*G.Node, error) {
+	if err := checkScale(scale); err != nil {
+		return nil, err
 	}
 	if mask == nil {
 		return G.ApplyOp(causalAttendOp{scale: scale, heads: l}, q, k, v)
@@ -57,8 +81,9 @@ func causalAttend(q, k, v, mask *G.Node, scale float64, l heads) (*G.Node, error
 type causalAttendOp struct {
 	opBase
 	scale  float64
-	masked bool
-	heads  heads // how q, k, v and the output are laid out
+	masked bool         // a mask input (N, T, T) after v
+	drop   *DropoutSite // or the mask drawn in the kernel (nil: neither)
+	heads  heads        // how q, k, v and the output are laid out
 }
 
 func (op causalAttendOp) Arity() int {
@@ -148,6 +173,13 @@ func (op causalAttendOp) reference(y []float64, in []G.Value) {
 			p[i] *= m
 		}
 	}
+	if s := op.drop; s != nil {
+		m := make([]float32, len(p))
+		DropoutMask(m, s.P, s.Key.Seed, s.Key.Step, s.Layer, s.Site)
+		for i, v := range m {
+			p[i] *= float64(v)
+		}
+	}
 	causalOp{kind: causalApply, heads: op.heads}.reference(y, p, in[2].Data().([]float64), N, T, dv)
 }
 
@@ -191,9 +223,10 @@ func (op causalAttendOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 			for r := range w {
 				row := s[r*T : r*T+r1]
 				softmaxPrefix32(row, row, r0+r+1, sc)
-				if mask != nil {
-					p := row[:r0+r+1]
+				if p := row[:r0+r+1]; mask != nil {
 					vec.Mul(p, p, mask[(i*T+r0+r)*T:]) // Masked's products, rounded as its are
+				} else if op.drop != nil {
+					op.drop.mulAt(p, p, (i*T+r0+r)*T) // Dropout's
 				}
 				if !onSgemm {
 					t := tri[r*w : (r+1)*w] // the diagonal block, lower triangle only
@@ -241,7 +274,7 @@ func (op causalAttendOp) Flops(in []tensor.Shape) float64 {
 	tt := tensor.Shape{N, T, T}
 	f := causalOp{kind: causalProbs, scale: op.scale, heads: op.heads}.Flops(in[:2]) +
 		causalOp{kind: causalApply, heads: op.heads}.Flops([]tensor.Shape{tt, in[2]})
-	if op.masked {
+	if op.masked || op.drop != nil {
 		f += float64(tt.TotalSize())
 	}
 	return f
@@ -250,6 +283,9 @@ func (op causalAttendOp) Flops(in []tensor.Shape) float64 {
 func (op causalAttendOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalAttendOp) Hashcode() uint32      { return hashOf(op) }
 func (op causalAttendOp) String() string {
+	if op.drop != nil {
+		return fmt.Sprintf("CausalAttend{%v, dropout %v}%v", op.scale, *op.drop, op.heads)
+	}
 	if op.masked {
 		return fmt.Sprintf("CausalAttend{%v, masked}%v", op.scale, op.heads)
 	}

@@ -14,7 +14,9 @@
 //	Gemm16                       a matrix product of bfloat16-rounded operands (internal/bf16gemm)
 //	CachedAttention              append to a caller's KV storage and attend over it (forward only)
 //	UpdateMean                   a stateful running mean inside a forward (RunningMean)
-//	DropoutMask                  counter-based inverted-dropout masks (no op: the masks are graph inputs)
+//	Dropout                      inverted dropout, each mask bit drawn in the kernel from (seed, step, layer,
+//	                             site, position); its gradient is the same op (CausalAttendHeadsDropout: in the core)
+//	DropoutMask                  the same masks as a tensor (no op: for a caller's mask inputs and the tests)
 //
 // Every op is a gorgonia Op whose SymDiff (for the differentiable ones)
 // builds its backward ops, so gorgonia.Grad differentiates a graph of

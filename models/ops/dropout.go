@@ -1,23 +1,20 @@
 package ops
 
+import "gptlab/internal/vec"
+
 // Dropout masks are made by a counter-based generator: every element's
 // random bits are a hash of (seed, step, layer, site, element index), so a
 // mask can be regenerated at any time without stored state (the
 // gradient-checkpointing lab recomputes a block's forward with the very
-// masks of the first pass). The hash is SplitMix64's finaliser.
+// masks of the first pass). The hash is SplitMix64's finaliser
+// (vec.Mix64). The Dropout op draws its mask in the kernel that applies
+// it (dropoutop.go); DropoutMask writes one out.
 
-// mix64 is SplitMix64's finaliser, a bijection of uint64 with full
-// avalanche.
-func mix64(z uint64) uint64 {
-	z ^= z >> 30
-	z *= 0xbf58476d1ce4e5b9
-	z ^= z >> 27
-	z *= 0x94d049bb133111eb
-	z ^= z >> 31
-	return z
-}
+// mix64 is the generator's hash.
+func mix64(z uint64) uint64 { return vec.Mix64(z) }
 
-const golden64 = 0x9e3779b97f4a7c15
+// golden64 is its counter step.
+const golden64 = vec.Golden
 
 // dropoutKey folds the counters into one 64-bit key.
 func dropoutKey(seed, step int64, layer, site int) uint64 {
@@ -40,16 +37,9 @@ func DropoutMask(dst []float32, p float64, seed, step int64, layer, site int) {
 // DropoutMask makes: a mask filled in pieces, by any goroutines, is the
 // same mask.
 func DropoutMaskAt(dst []float32, p float64, seed, step int64, layer, site, first int) {
-	keep := float32(1 / (1 - p))
-	// drop when the top 24 bits, as a fraction of 2^24, fall below p.
-	thresh := uint64(p * (1 << 24))
-	k := dropoutKey(seed, step, layer, site) + uint64(first)*golden64
 	for i := range dst {
-		v := keep
-		if mix64(k)>>40 < thresh {
-			v = 0
-		}
-		dst[i] = v
-		k += golden64
+		dst[i] = 1
 	}
+	// 1·keep is keep and 1·0 is 0: the mask itself
+	DropoutSite{Key: &DropoutKey{seed, step}, P: p, Layer: layer, Site: site}.mulAt(dst, dst, first)
 }

@@ -25,6 +25,7 @@ var (
 	_ arena.Kernel   = lnGradXOp{}
 	_ arena.Kernel   = lnGradWOp{}
 	_ arena.Kernel   = geluOp{}
+	_ arena.Kernel   = dropoutOp{}
 	_ arena.Kernel   = headsOp{}
 	_ arena.Kernel   = causalSoftmaxOp{}
 	_ arena.Kernel   = xentOp{}
@@ -37,6 +38,7 @@ var (
 	_ arena.InPlacer = lnOp{}
 	_ arena.InPlacer = lnGradXOp{}
 	_ arena.InPlacer = geluOp{}
+	_ arena.InPlacer = dropoutOp{}
 	_ arena.InPlacer = causalSoftmaxOp{}
 	_ arena.InPlacer = xentOp{}
 )

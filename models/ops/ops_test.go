@@ -36,6 +36,9 @@ func opCases() []opCase {
 		{"CausalApply", [][]int{{2, 5, 5}, {2, 5, 3}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalApply(in[0], in[1]) }},
 		{"CausalProbsHeads", [][]int{{6, 4}, {6, 4}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalProbsHeads(in[0], in[1], 3, 2, 0.7) }},
 		{"CausalApplyHeads", [][]int{{4, 3, 3}, {6, 4}}, nil, func(in []*G.Node) (*G.Node, error) { return CausalApplyHeads(in[0], in[1], 2) }},
+		{"Dropout", [][]int{{4, 5}}, nil, func(in []*G.Node) (*G.Node, error) {
+			return Dropout(in[0], DropoutSite{Key: &DropoutKey{Seed: 3, Step: 4}, P: 0.5, Layer: 1, Site: 2})
+		}},
 		{"SplitHeads", [][]int{{6, 4}}, nil, func(in []*G.Node) (*G.Node, error) { return SplitHeads(in[0], 2, 3, 2) }},
 		{"MergeHeads", [][]int{{4, 3, 2}}, nil, func(in []*G.Node) (*G.Node, error) { return MergeHeads(in[0], 2, 3, 2) }},
 		{"CrossEntropy", [][]int{{6, 5}}, []float64{2}, func(in []*G.Node) (*G.Node, error) {
