@@ -31,9 +31,6 @@ type dropMask struct {
 	mask *G.Node
 }
 
-// none reports whether d applies no dropout.
-func (d dropMask) none() bool { return d.site == nil && d.mask == nil }
-
 // apply is x with d's dropout: ops.Dropout, x ⊙ mask, or x itself.
 func (d dropMask) apply(n *builder, x *G.Node) *G.Node {
 	switch {
