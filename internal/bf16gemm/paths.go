@@ -44,11 +44,13 @@ func findPaths() {
 	if k := dotKernel(); k != nil {
 		paths = append(paths, pathImpl{"avx512bf16", k})
 	}
-	if k, why := amxKernel(); k != nil {
+	k, why := amxKernel()
+	if k != nil {
 		paths = append(paths, pathImpl{"amx", k})
-	} else {
-		amxWhy = why
 	}
+	// "" with the kernel: set either way, so that a second findPaths (the
+	// tests' rerun) keeps no stale reason.
+	amxWhy = why
 	envErr = applyEnv(os.Getenv(EnvPath))
 }
 
