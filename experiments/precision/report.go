@@ -158,10 +158,10 @@ func precisionChecks(r *reports.Report, runs []*policyRun, gemm gemmRates) {
 			r.Check(run.name()+": guarded run of the step", false, "%v", run.guarded)
 		}
 	}
-	if ok, _ := bf16gemm.AMXStatus(); ok {
-		// Both decided over rounds (lab.RatioTarget): AMX's time over f32's
-		// on the largest shape, a product each a round; bf16's step time
-		// over f32's at the same step of training.
+	if gemm.largest("amx") > 0 {
+		// Where the GEMM rates measured AMX (its kernel passed its checks
+		// here). Decided over rounds (lab.RatioTarget): AMX's time over
+		// f32's on the largest shape, a product each a round.
 		tm, err := lab.RatioTarget{Target: 1.0 / 3, Budget: 10 * time.Second}.Sample(context.Background(), nil, gemm.largestRound("amx"))
 		if err == nil {
 			r.TimedCheck("AMX bf16 GEMM at least 3x f32's on the largest shape", tm,
@@ -380,6 +380,9 @@ func (g gemmRates) largestShape() int {
 // largest is path's rate over f32's on the shape of most work (0 for a
 // path this machine does not have).
 func (g gemmRates) largest(path string) float64 {
+	if len(g.shapes) == 0 || len(g.f32) == 0 {
+		return 0 // no rates measured
+	}
 	at := g.largestShape()
 	for j, p := range g.paths {
 		if p == path {
