@@ -19,7 +19,7 @@ func amxKernel() (*kernel, string) {
 	if err := amxPermission(); err != nil {
 		return nil, err.Error()
 	}
-	k := &kernel{name: "amx", mr: 32, nr: 32, step: 32, aRows: true, tile: amxTileFunc}
+	k := stripKernel("amx", 32, 32, 32, true, amxStripFunc)
 	if why := selfTest(k); why != "" {
 		return nil, "self-test: " + why
 	}

@@ -13,8 +13,8 @@
 // the hardware paths out; a value naming no path, or one the machine
 // lacks, is EnvError.
 //
-//   - "amx": AMX-BF16's TDPBF16PS on 16x16 tiles, a 32x32 block of C per
-//     kernel call. Go's assembler has no AMX mnemonics: the instructions
+//   - "amx": AMX-BF16's TDPBF16PS on 16x16 tiles, 32x32 blocks of C, a
+//     row panel's strip of them per kernel call (one LDTILECFG a strip). Go's assembler has no AMX mnemonics: the instructions
 //     are bytes (asm/, avo). It is there only where the CPU reports
 //     AMX-TILE and AMX-BF16, the OS enables the tile state in XCR0 and
 //     grants this process the tile data (arch_prctl(ARCH_REQ_XCOMP_PERM,

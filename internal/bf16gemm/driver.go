@@ -11,6 +11,11 @@ import (
 // acc; C's rows are ldc elements apart.
 type tileFunc func(pairs int, a, b *uint16, c *float32, ldc int, acc bool)
 
+// stripFunc computes panels mr×nr tiles of C side by side from one A
+// panel and as many consecutive B panels, bstride elements apart: tile q
+// is tileFunc's on B panel q, into C's columns [q*nr, (q+1)*nr).
+type stripFunc func(pairs int, a, b *uint16, bstride int, c *float32, ldc, panels int, acc bool)
+
 // kernel is a packed microkernel and the panel layouts it reads.
 type kernel struct {
 	name   string
@@ -22,6 +27,17 @@ type kernel struct {
 	// (dword p*nr+j holds B(2p,j), B(2p+1,j)).
 	aRows bool
 	tile  tileFunc
+	// strip, if set, runs a row panel's full tiles in one call (the AMX
+	// kernel: its tile configuration is loaded once a strip, not a tile).
+	strip stripFunc
+}
+
+// stripKernel is a kernel whose tile is its strip of one panel.
+func stripKernel(name string, mr, nr, step int, aRows bool, strip stripFunc) *kernel {
+	tile := func(pairs int, a, b *uint16, c *float32, ldc int, acc bool) {
+		strip(pairs, a, b, 0, c, ldc, 1, acc)
+	}
+	return &kernel{name: name, mr: mr, nr: nr, step: step, aRows: aRows, tile: tile, strip: strip}
 }
 
 // The VDPBF16PS kernel's tile (asm: genDot).
@@ -63,30 +79,46 @@ type job struct {
 const partsPerThread = 4
 
 // run computes C = op(A)·op(B) with kern on t goroutines: op(B) is packed
-// once, whole; each part is a block of row panels, and whoever runs it
-// packs each A panel and runs the kernel across every column panel (the A
-// panel stays in L1, the packed B streams from L2). Every element is
-// computed by one kernel call whatever t is, so the split does not change
-// the results.
+// once, whole, its panels shared out among the goroutines; then each part
+// is a block of row panels, and whoever runs it packs each A panel and
+// runs the kernel across every column panel (the A panel stays in L1, the
+// packed B streams from L2). Every element is computed by one kernel call
+// whatever t is, so the split does not change the results.
 func run(kern *kernel, o operands, t int) {
 	kp := (o.k + kern.step - 1) / kern.step * kern.step
 	nPanels := (o.n + kern.nr - 1) / kern.nr
 	bp := bPool.Get().(*[]uint16)
 	*bp = grow(*bp, nPanels*kp*kern.nr)
-	packB(kern, o, *bp, kp)
 	j := job{kern: kern, o: o, bp: *bp, kp: kp, pairs: kp / 2, rowPanels: (o.m + kern.mr - 1) / kern.mr}
 	t = max(1, min(t, j.rowPanels))
 	if t == 1 {
+		packB(kern, o, *bp, kp)
 		j.per = j.rowPanels
 		j.RunChunk(0)
 	} else {
-		parts := min(j.rowPanels, t*partsPerThread)
-		j.per = (j.rowPanels + parts - 1) / parts
 		jp := new(job) // the goroutines share it: only a split call allocates
 		*jp = j
-		par.Loop(jp, (j.rowPanels+j.per-1)/j.per, t)
+		// B's panels in t blocks of adjacent ones: each goroutine reads
+		// its own columns of B's stored rows (a panel a chunk had both
+		// cores pull every row of an untransposed B: 0.8x on dW's shapes).
+		// Serial, the packing took a fifth of a 2-thread product.
+		jp.per = (nPanels + t - 1) / t
+		par.Loop((*bPanels)(jp), (nPanels+jp.per-1)/jp.per, t)
+		parts := min(j.rowPanels, t*partsPerThread)
+		jp.per = (j.rowPanels + parts - 1) / parts
+		par.Loop(jp, (j.rowPanels+jp.per-1)/jp.per, t)
 	}
 	bPool.Put(bp)
+}
+
+// bPanels packs op(B)'s panels of a split product, per a chunk.
+type bPanels job
+
+// RunChunk packs B's panels of chunk q.
+func (b *bPanels) RunChunk(q int) {
+	for p := q * b.per; p < min((b.o.n+b.kern.nr-1)/b.kern.nr, (q+1)*b.per); p++ {
+		packBPanel(b.kern, b.o, b.bp, b.kp, p)
+	}
 }
 
 // RunChunk computes the row panels of part q.
@@ -105,7 +137,12 @@ func rowPanel(kern *kernel, o operands, bp []uint16, kp, pairs, i0 int, s *scrat
 	packA(kern, o, s.a, kp, i0)
 	mr, nr := kern.mr, kern.nr
 	rows := min(mr, o.m-i0)
-	for j0 := 0; j0 < o.n; j0 += nr {
+	j0 := 0
+	if full := o.n / nr; kern.strip != nil && rows == mr && full > 0 {
+		kern.strip(pairs, &s.a[0], &bp[0], kp*nr, &o.c[i0*o.ldc], o.ldc, full, false)
+		j0 = full * nr
+	}
+	for ; j0 < o.n; j0 += nr {
 		panel := &bp[(j0/nr)*kp*nr]
 		cols := min(nr, o.n-j0)
 		if rows == mr && cols == nr {

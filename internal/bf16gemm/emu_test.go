@@ -172,41 +172,44 @@ func (m *amx) tdpbf16ps(tc, ta, tb int) {
 	}
 }
 
-// emuAMXTile runs amxTile32x32's instruction sequence (asm: genAMX) on an
-// emulated unit: C tiles loaded or zeroed, per block of 16 pairs the A and
-// B tiles loaded and four TDPBF16PS, C tiles stored. broken, if set,
+// emuAMXStrip runs amxStrip32x32's instruction sequence (asm: genAMX) on
+// an emulated unit: the configuration loaded once, then for each tile of
+// the strip the C tiles loaded or zeroed, per block of 16 pairs the A and
+// B tiles loaded and four TDPBF16PS, the C tiles stored. broken, if set,
 // swaps the two B tiles (a negative control for the self-test).
-func emuAMXTile(cfg []byte, broken bool) tileFunc {
-	return func(pairs int, a, b *uint16, c *float32, ldc int, acc bool) {
+func emuAMXStrip(cfg []byte, broken bool) stripFunc {
+	return func(pairs int, a, b *uint16, bstride int, c *float32, ldc, panels int, acc bool) {
 		var m amx
 		m.ldtilecfg(cfg)
 		lda := 2 * pairs // elements between A's rows
-		cp := unsafe.Pointer(c)
-		cTiles := []unsafe.Pointer{cp, unsafe.Add(cp, 64), unsafe.Add(cp, 16*4*ldc), unsafe.Add(cp, 16*4*ldc+64)}
-		for t, p := range cTiles {
-			if acc {
-				m.tileloadd(t, p, 4*ldc)
-			} else {
-				m.tilezero(t)
+		for q := range panels {
+			cp := unsafe.Add(unsafe.Pointer(c), 4*32*q)
+			cTiles := []unsafe.Pointer{cp, unsafe.Add(cp, 64), unsafe.Add(cp, 16*4*ldc), unsafe.Add(cp, 16*4*ldc+64)}
+			for t, p := range cTiles {
+				if acc {
+					m.tileloadd(t, p, 4*ldc)
+				} else {
+					m.tilezero(t)
+				}
 			}
-		}
-		ap, bp := unsafe.Pointer(a), unsafe.Pointer(b)
-		b6, b7 := 6, 7
-		if broken {
-			b6, b7 = 7, 6
-		}
-		for q := 0; q < pairs/16; q++ {
-			m.tileloadd(4, unsafe.Add(ap, 64*q), 2*lda)
-			m.tileloadd(5, unsafe.Add(ap, 64*q+16*2*lda), 2*lda)
-			m.tileloadd(b6, unsafe.Add(bp, 2048*q), 128)
-			m.tileloadd(b7, unsafe.Add(bp, 2048*q+64), 128)
-			m.tdpbf16ps(0, 4, 6)
-			m.tdpbf16ps(1, 4, 7)
-			m.tdpbf16ps(2, 5, 6)
-			m.tdpbf16ps(3, 5, 7)
-		}
-		for t, p := range cTiles {
-			m.tilestored(t, p, 4*ldc)
+			ap, bp := unsafe.Pointer(a), unsafe.Add(unsafe.Pointer(b), 2*bstride*q)
+			b6, b7 := 6, 7
+			if broken {
+				b6, b7 = 7, 6
+			}
+			for q := 0; q < pairs/16; q++ {
+				m.tileloadd(4, unsafe.Add(ap, 64*q), 2*lda)
+				m.tileloadd(5, unsafe.Add(ap, 64*q+16*2*lda), 2*lda)
+				m.tileloadd(b6, unsafe.Add(bp, 2048*q), 128)
+				m.tileloadd(b7, unsafe.Add(bp, 2048*q+64), 128)
+				m.tdpbf16ps(0, 4, 6)
+				m.tdpbf16ps(1, 4, 7)
+				m.tdpbf16ps(2, 5, 6)
+				m.tdpbf16ps(3, 5, 7)
+			}
+			for t, p := range cTiles {
+				m.tilestored(t, p, 4*ldc)
+			}
 		}
 	}
 }
@@ -215,5 +218,5 @@ func emuAMXTile(cfg []byte, broken bool) tileFunc {
 // and the package's tile configuration.
 func emuAMXKernel(broken bool) *kernel {
 	cfg := tileConfig()
-	return &kernel{name: "emu-amx", mr: 32, nr: 32, step: 32, aRows: true, tile: emuAMXTile(cfg[:], broken)}
+	return stripKernel("emu-amx", 32, 32, 32, true, emuAMXStrip(cfg[:], broken))
 }

@@ -91,6 +91,9 @@ func TestPackedKernelsExact(t *testing.T) {
 	if k := dotKernel(); k != nil {
 		ks = append(ks, kc{k, refDot})
 	}
+	if k, _ := amxKernel(); k != nil {
+		ks = append(ks, kc{k, refAMX})
+	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, c := range ks {
 		for _, f := range forms {
@@ -278,7 +281,7 @@ func TestKernelEncodings(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"amxTile32x32": {"ldtilecfg (%rdi)", "tileloadd (%rdi,%r9,1),%tmm0", "tilezero %tmm3",
+		"amxStrip32x32": {"ldtilecfg (%rdi)", "tileloadd (%rdi,%r9,1),%tmm0", "tilezero %tmm3",
 			"tileloadd (%rsi,%rdx,1),%tmm4", "tileloadd (%r11,%rdx,1),%tmm5", "tileloadd (%rcx,%rax,1),%tmm6",
 			"tileloadd (%rbx,%rax,1),%tmm7", "tdpbf16ps %tmm6,%tmm4,%tmm0", "tdpbf16ps %tmm7,%tmm4,%tmm1",
 			"tdpbf16ps %tmm6,%tmm5,%tmm2", "tdpbf16ps %tmm7,%tmm5,%tmm3", "tilestored %tmm3,(%rdi,%r9,1)", "tilerelease"},

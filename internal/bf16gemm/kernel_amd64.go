@@ -15,13 +15,13 @@ func dotKernel() *kernel {
 	return &kernel{name: "avx512bf16", mr: dotMR, nr: dotNR, step: 2, tile: dotTile12x32}
 }
 
-// amxTileFunc is the AMX kernel with its tile configuration bound.
-func amxTileFunc(pairs int, a, b *uint16, c *float32, ldc int, acc bool) {
+// amxStripFunc is the AMX kernel with its tile configuration bound.
+func amxStripFunc(pairs int, a, b *uint16, bstride int, c *float32, ldc, panels int, acc bool) {
 	// A panels are row-major with kp = 2*pairs values a row.
-	amxTile32x32(&amxConfig[0], pairs, a, 2*pairs, b, c, ldc, acc)
+	amxStrip32x32(&amxConfig[0], pairs, a, 2*pairs, b, bstride, c, ldc, panels, acc)
 }
 
-// amxConfig is amxTile32x32's tile configuration.
+// amxConfig is amxStrip32x32's tile configuration.
 var amxConfig = tileConfig()
 
 // amxHardware reports whether the CPU has AMX-TILE and AMX-BF16 and the OS

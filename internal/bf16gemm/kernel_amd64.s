@@ -336,24 +336,30 @@ dot_store:
 	VZEROUPPER
 	RET
 
-// func amxTile32x32(cfg *byte, pairs int, a *uint16, lda int, b *uint16, c *float32, ldc int, acc bool)
-TEXT ·amxTile32x32(SB), NOSPLIT, $0-57
+// func amxStrip32x32(cfg *byte, pairs int, a *uint16, lda int, b *uint16, bstride int, c *float32, ldc int, panels int, acc bool)
+TEXT ·amxStrip32x32(SB), NOSPLIT, $0-73
 	MOVQ cfg+0(FP), DI
 
 	// LDTILECFG (DI)
-	BYTE  $0xc4
-	BYTE  $0xe2
-	BYTE  $0x78
-	BYTE  $0x49
-	BYTE  $0x07
-	MOVQ  c+40(FP), R8
-	MOVQ  ldc+48(FP), R9
-	SHLQ  $0x02, R9
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x78
+	BYTE $0x49
+	BYTE $0x07
+	MOVQ c+48(FP), R8
+	MOVQ ldc+56(FP), R9
+	SHLQ $0x02, R9
+	MOVQ lda+24(FP), DX
+	SHLQ $0x01, DX
+	MOVQ b+32(FP), R14
+	MOVQ panels+64(FP), R13
+
+amx_panel:
 	MOVQ  R9, R10
 	SHLQ  $0x04, R10
 	ADDQ  R8, R10
-	MOVB  acc+56(FP), DL
-	TESTB DL, DL
+	MOVB  acc+72(FP), AL
+	TESTB AL, AL
 	JZ    amx_zero
 	MOVQ  R8, DI
 
@@ -426,13 +432,11 @@ amx_zero:
 
 amx_body:
 	MOVQ  a+16(FP), SI
-	MOVQ  lda+24(FP), DX
-	SHLQ  $0x01, DX
 	MOVQ  DX, R11
 	SHLQ  $0x04, R11
 	ADDQ  SI, R11
-	MOVQ  b+32(FP), CX
-	LEAQ  64(CX), BX
+	MOVQ  R14, CX
+	LEAQ  64(R14), BX
 	MOVQ  $0x00000080, AX
 	MOVQ  pairs+8(FP), R12
 	SHRQ  $0x04, R12
@@ -545,6 +549,12 @@ amx_store:
 	BYTE $0x4b
 	BYTE $0x1c
 	BYTE $0x0f
+	ADDQ $0x80, R8
+	MOVQ bstride+40(FP), DI
+	SHLQ $0x01, DI
+	ADDQ DI, R14
+	DECQ R13
+	JNZ  amx_panel
 
 	// TILERELEASE
 	BYTE $0xc4

@@ -9,10 +9,10 @@ package bf16gemm
 //go:noescape
 func dotTile12x32(pairs int, a *uint16, b *uint16, c *float32, ldc int, acc bool)
 
-// amxTile32x32 computes a 32x32 tile of C from bf16 panels with TDPBF16PS (C = A·B, or C += A·B if acc); pairs is a multiple of 16.
+// amxStrip32x32 computes panels 32x32 tiles of C side by side from one A panel and consecutive B panels (bstride elements apart) with TDPBF16PS (C = A·B, or C += A·B if acc); pairs is a multiple of 16, panels at least 1.
 //
 //go:noescape
-func amxTile32x32(cfg *byte, pairs int, a *uint16, lda int, b *uint16, c *float32, ldc int, acc bool)
+func amxStrip32x32(cfg *byte, pairs int, a *uint16, lda int, b *uint16, bstride int, c *float32, ldc int, panels int, acc bool)
 
 // xgetbv0 returns XCR0.
 func xgetbv0() uint64

@@ -18,3 +18,19 @@ func TestBF16Off(t *testing.T) {
 		t.Errorf("GPTLAB_BF16=off: amxKernel() = %v, %q", k, why)
 	}
 }
+
+// TestAMXWhereHardware: where the CPU and the OS give this process the
+// tiles, the AMX path must pass its self-test. Without this a broken AMX
+// kernel would only disable itself (AMXStatus saying why), and every
+// other test would pass on the paths that remain.
+func TestAMXWhereHardware(t *testing.T) {
+	if ok, why := amxHardware(); !ok {
+		t.Skipf("no AMX here: %s", why)
+	}
+	if err := amxPermission(); err != nil {
+		t.Skipf("AMX tile data not granted: %v", err)
+	}
+	if k, why := amxKernel(); k == nil {
+		t.Fatalf("the CPU and OS run AMX, but the AMX path is off: %s", why)
+	}
+}

@@ -88,47 +88,54 @@ func packARows(o operands, dst []uint16, kp, i0, rows int) {
 // columns of pairs: panel q at q*kp*nr holds op(B)(2p+h, q*nr+j) at
 // 2*(p*nr+j)+h; columns past n and depths past k are zero.
 func packB(kern *kernel, o operands, dst []uint16, kp int) {
+	for q := range (o.n + kern.nr - 1) / kern.nr {
+		packBPanel(kern, o, dst, kp, q)
+	}
+}
+
+// packBPanel packs panel q of op(B) (columns [q*nr, q*nr+nr)) into its
+// place in dst, as packB lays it out.
+func packBPanel(kern *kernel, o operands, dst []uint16, kp, q int) {
 	nr := kern.nr
-	clear(dst)
-	for j0 := 0; j0 < o.n; j0 += nr {
-		panel := dst[(j0/nr)*kp*nr:][:kp*nr]
-		d32 := words32(panel) // kp*nr is even: every panel is aligned
-		cols := min(nr, o.n-j0)
-		if o.bT {
-			// op(B)(p, j) = b[j*ldb + p]: a stored row holds column j's
-			// depths, pairs adjacent.
-			for j := range cols {
-				src := o.b[(j0+j)*o.ldb:][:o.k]
-				s32 := words32(src)
-				if s32 == nil {
-					for p, v := range src {
-						panel[2*((p>>1)*nr+j)+p&1] = v
-					}
-					continue
+	j0 := q * nr
+	panel := dst[q*kp*nr:][:kp*nr]
+	clear(panel)
+	d32 := words32(panel) // kp*nr is even: every panel is aligned
+	cols := min(nr, o.n-j0)
+	if o.bT {
+		// op(B)(p, j) = b[j*ldb + p]: a stored row holds column j's
+		// depths, pairs adjacent.
+		for j := range cols {
+			src := o.b[(j0+j)*o.ldb:][:o.k]
+			s32 := words32(src)
+			if s32 == nil {
+				for p, v := range src {
+					panel[2*((p>>1)*nr+j)+p&1] = v
 				}
-				for p, v := range s32 {
-					d32[p*nr+j] = v
-				}
-				if o.k%2 == 1 {
-					d32[(o.k>>1)*nr+j] = uint32(src[o.k-1])
-				}
+				continue
 			}
-			continue
+			for p, v := range s32 {
+				d32[p*nr+j] = v
+			}
+			if o.k%2 == 1 {
+				d32[(o.k>>1)*nr+j] = uint32(src[o.k-1])
+			}
 		}
-		// op(B)(p, j) = b[p*ldb + j]: pair p is stored rows 2p and 2p+1.
-		for p := 0; p < o.k; p += 2 {
-			lo := o.b[p*o.ldb+j0:][:cols]
-			d := d32[(p>>1)*nr:][:cols]
-			if p+1 == o.k {
-				for j, v := range lo {
-					d[j] = uint32(v)
-				}
-				break
-			}
-			hi := o.b[(p+1)*o.ldb+j0:][:cols]
+		return
+	}
+	// op(B)(p, j) = b[p*ldb + j]: pair p is stored rows 2p and 2p+1.
+	for p := 0; p < o.k; p += 2 {
+		lo := o.b[p*o.ldb+j0:][:cols]
+		d := d32[(p>>1)*nr:][:cols]
+		if p+1 == o.k {
 			for j, v := range lo {
-				d[j] = pair(v, hi[j])
+				d[j] = uint32(v)
 			}
+			break
+		}
+		hi := o.b[(p+1)*o.ldb+j0:][:cols]
+		for j, v := range lo {
+			d[j] = pair(v, hi[j])
 		}
 	}
 }

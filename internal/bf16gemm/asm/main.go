@@ -116,28 +116,38 @@ const (
 	nR8, nR9, nR10, nR11, nR12   = 8, 9, 10, 11, 12
 )
 
-// genAMX generates amxTile32x32, the AMX-BF16 kernel: a 32x32 tile of C
-// as four 16x16 float32 tiles (tmm0: rows 0-15, columns 0-15; tmm1: rows
+// genAMX generates amxStrip32x32, the AMX-BF16 kernel: a strip of
+// panels 32x32 tiles of C side by side (columns 0-31, 32-63, ...), each as
+// four 16x16 float32 tiles (tmm0: rows 0-15, columns 0-15; tmm1: rows
 // 0-15, columns 16-31; tmm2, tmm3: rows 16-31), over depth blocks of 32
 // (16 pairs): A tiles tmm4 (rows 0-15) and tmm5 (rows 16-31), 16 rows of 16
-// pairs read from a row-major A panel (lda elements between rows); B
-// tiles tmm6 (columns 0-15) and tmm7 (16-31), 16 pair rows of 16 columns
-// read from a pair panel of 32 columns (128 bytes between pair rows). The
-// tile configuration (palette 1, all eight tiles 16 rows of 64 bytes) is
-// the caller's, at cfg. The tiles are released before returning: no tile
-// state outlives the call.
+// pairs read from a row-major A panel (lda elements between rows), the
+// same A panel for every tile of the strip; B tiles tmm6 (columns 0-15)
+// and tmm7 (16-31), 16 pair rows of 16 columns read from a pair panel of
+// 32 columns (128 bytes between pair rows), the strip's next tile reading
+// the panel bstride elements further. The tile configuration (palette 1,
+// all eight tiles 16 rows of 64 bytes) is the caller's, at cfg, loaded
+// once for the strip (LDTILECFG and TILERELEASE cost about as much as a
+// tile's products at the step's depths); the tiles are released before
+// returning: no tile state outlives the call, so a goroutine that moves to
+// another thread between calls finds nothing missing.
 func genAMX() {
-	TEXT("amxTile32x32", NOSPLIT, "func(cfg *byte, pairs int, a *uint16, lda int, b *uint16, c *float32, ldc int, acc bool)")
+	TEXT("amxStrip32x32", NOSPLIT, "func(cfg *byte, pairs int, a *uint16, lda int, b *uint16, bstride int, c *float32, ldc int, panels int, acc bool)")
 	Pragma("noescape")
-	Doc("amxTile32x32 computes a 32x32 tile of C from bf16 panels with TDPBF16PS (C = A·B, or C += A·B if acc); pairs is a multiple of 16.")
+	Doc("amxStrip32x32 computes panels 32x32 tiles of C side by side from one A panel and consecutive B panels (bstride elements apart) with TDPBF16PS (C = A·B, or C += A·B if acc); pairs is a multiple of 16, panels at least 1.")
 	Load(Param("cfg"), reg.RDI)
 	x86enc.Emit("LDTILECFG (DI)", x86enc.LDTILECFG(nDI), []Op{reg.RDI}, nil)
 	Load(Param("c"), reg.R8)
 	Load(Param("ldc"), reg.R9)
 	SHLQ(Imm(2), reg.R9) // bytes between rows of C
+	Load(Param("lda"), reg.RDX)
+	SHLQ(Imm(1), reg.RDX) // bytes between rows of A
+	Load(Param("b"), reg.R14)
+	Load(Param("panels"), reg.R13)
+	Label("amx_panel")
 	MOVQ(reg.R9, reg.R10)
 	SHLQ(Imm(4), reg.R10)
-	ADDQ(reg.R8, reg.R10) // C's row 16
+	ADDQ(reg.R8, reg.R10) // C's row 16 of this tile
 	// cTiles emits f(tile, base in DI) for the four C tiles.
 	cTiles := func(f func(t int)) {
 		for t, base := range []reg.Register{reg.R8, reg.R8, reg.R10, reg.R10} {
@@ -148,8 +158,8 @@ func genAMX() {
 			f(t)
 		}
 	}
-	Load(Param("acc"), reg.DL)
-	TESTB(reg.DL, reg.DL)
+	Load(Param("acc"), reg.AL)
+	TESTB(reg.AL, reg.AL)
 	JZ(LabelRef("amx_zero"))
 	cTiles(func(t int) {
 		x86enc.Emit(fmt.Sprintf("TILELOADD (DI)(R9*1), TMM%d", t), x86enc.TILELOADD(t, nDI, nR9), []Op{reg.RDI, reg.R9}, nil)
@@ -161,13 +171,11 @@ func genAMX() {
 	}
 	Label("amx_body")
 	Load(Param("a"), reg.RSI)
-	Load(Param("lda"), reg.RDX)
-	SHLQ(Imm(1), reg.RDX) // bytes between rows of A
 	MOVQ(reg.RDX, reg.R11)
 	SHLQ(Imm(4), reg.R11)
 	ADDQ(reg.RSI, reg.R11) // A's row 16
-	Load(Param("b"), reg.RCX)
-	LEAQ(Mem{Base: reg.RCX, Disp: 64}, reg.RBX) // B's column 16
+	MOVQ(reg.R14, reg.RCX)
+	LEAQ(Mem{Base: reg.R14, Disp: 64}, reg.RBX) // B's column 16
 	MOVQ(U32(128), reg.RAX)                     // bytes between pair rows of B
 	Load(Param("pairs"), reg.R12)
 	SHRQ(Imm(4), reg.R12)
@@ -193,6 +201,12 @@ func genAMX() {
 	cTiles(func(t int) {
 		x86enc.Emit(fmt.Sprintf("TILESTORED TMM%d, (DI)(R9*1)", t), x86enc.TILESTORED(t, nDI, nR9), []Op{reg.RDI, reg.R9}, nil)
 	})
+	ADDQ(Imm(128), reg.R8) // the next tile's columns
+	Load(Param("bstride"), reg.RDI)
+	SHLQ(Imm(1), reg.RDI)
+	ADDQ(reg.RDI, reg.R14) // the next B panel
+	DECQ(reg.R13)
+	JNZ(LabelRef("amx_panel"))
 	x86enc.Emit("TILERELEASE", x86enc.TILERELEASE(), nil, nil)
 	RET()
 }
