@@ -71,17 +71,64 @@ func packA(kern *kernel, o operands, dst []uint16, kp, i0 int) {
 // packARows packs rows of op(A) as rows of kp values (the AMX layout).
 func packARows(o operands, dst []uint16, kp, i0, rows int) {
 	if o.aT {
-		// op(A)(i, p) = a[p*lda + i]: read stored rows in order.
-		for p := range o.k {
-			for r, v := range o.a[p*o.lda+i0:][:rows] {
-				dst[r*kp+p] = v
-			}
-		}
+		packARowsT(o, dst, kp, i0, rows)
 		return
 	}
 	for r := range rows {
 		copy(dst[r*kp:], o.a[(i0+r)*o.lda:][:o.k])
 	}
+}
+
+// packARowsT is packARows of a transposed A, op(A)(i, p) = a[p*lda + i]: a
+// transpose, in blocks of 4 rows by 4 depths held as four words of four
+// values each (3x faster than placing each value on its own: the dW
+// products' A panels), the ragged edges value by value.
+func packARowsT(o operands, dst []uint16, kp, i0, rows int) {
+	r4, k4 := rows&^3, o.k&^3
+	for p := 0; p < k4; p += 4 {
+		s0 := o.a[p*o.lda+i0:][:rows]
+		s1 := o.a[(p+1)*o.lda+i0:][:rows]
+		s2 := o.a[(p+2)*o.lda+i0:][:rows]
+		s3 := o.a[(p+3)*o.lda+i0:][:rows]
+		for r := 0; r < r4; r += 4 {
+			w0, w1, w2, w3 := transpose4(word64(s0[r:]), word64(s1[r:]), word64(s2[r:]), word64(s3[r:]))
+			putWord64(dst[r*kp+p:], w0)
+			putWord64(dst[(r+1)*kp+p:], w1)
+			putWord64(dst[(r+2)*kp+p:], w2)
+			putWord64(dst[(r+3)*kp+p:], w3)
+		}
+		for r := r4; r < rows; r++ {
+			dst[r*kp+p], dst[r*kp+p+1], dst[r*kp+p+2], dst[r*kp+p+3] = s0[r], s1[r], s2[r], s3[r]
+		}
+	}
+	for p := k4; p < o.k; p++ {
+		for r, v := range o.a[p*o.lda+i0:][:rows] {
+			dst[r*kp+p] = v
+		}
+	}
+}
+
+// transpose4 transposes the 4x4 block of 16-bit values whose rows are a,
+// b, c, d (value j of a row in bits 16j to 16j+15): it returns the
+// columns, [a0 b0 c0 d0], [a1 b1 c1 d1], ...
+func transpose4(a, b, c, d uint64) (w0, w1, w2, w3 uint64) {
+	const lo16, hi16 = 0x0000FFFF0000FFFF, 0xFFFF0000FFFF0000
+	const lo32, hi32 = 0x00000000FFFFFFFF, 0xFFFFFFFF00000000
+	ab0, ab1 := a&lo16|(b&lo16)<<16, (a>>16)&lo16|b&hi16 // [a0 b0 a2 b2], [a1 b1 a3 b3]
+	cd0, cd1 := c&lo16|(d&lo16)<<16, (c>>16)&lo16|d&hi16
+	return ab0&lo32 | cd0<<32, ab1&lo32 | cd1<<32, ab0>>32 | cd0&hi32, ab1>>32 | cd1&hi32
+}
+
+// word64 is s's first four values as one word (s[0] in the low bits).
+func word64(s []uint16) uint64 {
+	_ = s[3]
+	return *(*uint64)(unsafe.Pointer(&s[0]))
+}
+
+// putWord64 stores w's four values at s[0:4] (the low bits at s[0]).
+func putWord64(s []uint16, w uint64) {
+	_ = s[3]
+	*(*uint64)(unsafe.Pointer(&s[0])) = w
 }
 
 // packB packs all of op(B), depth padded to kp, into dst as panels of nr
