@@ -61,7 +61,7 @@ func refAMX(o operands, i, j int) float32 {
 // (one row, one column, depth 1, odd depth, partial tiles) and the GPT's
 // attention shapes.
 var shapes = []struct{ m, n, k int }{
-	{1, 1, 1}, {1, 33, 3}, {13, 1, 2}, {12, 32, 2}, {45, 70, 101}, {64, 64, 32}, {64, 32, 64}, {33, 65, 64},
+	{1, 1, 1}, {1, 33, 3}, {13, 1, 2}, {12, 32, 2}, {45, 70, 101}, {70, 45, 101}, {64, 64, 32}, {64, 32, 64}, {33, 65, 64},
 }
 
 var forms = []struct{ aT, bT bool }{{false, true}, {false, false}, {true, false}, {true, true}}
