@@ -182,3 +182,21 @@ func TestPrecisionBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestAMXTargetOnLargeShapes: AMX's 3x GEMM target is checked on the
+// GPT's large shapes only; on a small one (the --quick run's) the report
+// says what AMX measured and that it is not checked.
+func TestAMXTargetOnLargeShapes(t *testing.T) {
+	small := gemmShape{what: "mlp c_fc", m: 256, n: 128, k: 32}
+	if small.large() || !(gemmShape{m: 768, n: 512, k: 128}).large() {
+		t.Fatalf("large(): tiny's 256x128x32 or baby's 768x512x128 misjudged")
+	}
+	r := reports.New("precision", "checks")
+	amxCheck(r, gemmRates{paths: []string{"widen", "amx"}, shapes: []gemmShape{small}, f32: []float64{100}, bf16: [][]float64{{90, 150}}, runs: 3})
+	for _, c := range r.Checks {
+		t.Errorf("a check on a small shape: %q", c.Name)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "1.50x f32's rate (best of 3 runs)") {
+		t.Errorf("notes %q: want AMX's measured 1.50x", r.Notes)
+	}
+}
