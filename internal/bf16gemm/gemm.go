@@ -67,7 +67,7 @@ type encoding struct {
 // enough for a chunk to cost well over a claim.
 const encodeChunk = 16 << 10
 
-// chunks is how many chunks encode operand i, and both.
+// chunks is how many chunks encode operand i (0: A, 1: B).
 func (e *encoding) chunks(i int) int { return (len(e.src[i]) + encodeChunk - 1) / encodeChunk }
 
 // RunChunk encodes chunk q: A's chunks first, then B's.
