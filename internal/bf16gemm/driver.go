@@ -52,6 +52,7 @@ type scratch struct {
 var (
 	scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 	bPool       = sync.Pool{New: func() any { return new([]uint16) }}
+	jobPool     = sync.Pool{New: func() any { return new(job) }}
 )
 
 // grow returns s with at least n elements (contents undefined).
@@ -96,7 +97,7 @@ func run(kern *kernel, o operands, t int) {
 		j.per = j.rowPanels
 		j.RunChunk(0)
 	} else {
-		jp := new(job) // the goroutines share it: only a split call allocates
+		jp := jobPool.Get().(*job) // the goroutines share it (Loop returns when they are done with it)
 		*jp = j
 		// B's panels in t blocks of adjacent ones: each goroutine reads
 		// its own columns of B's stored rows (a panel a chunk had both
@@ -107,6 +108,8 @@ func run(kern *kernel, o operands, t int) {
 		parts := min(j.rowPanels, t*partsPerThread)
 		jp.per = (j.rowPanels + parts - 1) / parts
 		par.Loop(jp, (j.rowPanels+jp.per-1)/jp.per, t)
+		*jp = job{} // hold no operands in the pool
+		jobPool.Put(jp)
 	}
 	bPool.Put(bp)
 }

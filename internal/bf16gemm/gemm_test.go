@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -340,5 +342,30 @@ func trans(t bool) blas.Transpose {
 func restorePath(t *testing.T) {
 	if err := SetPath("auto"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSplitNoAllocs: a product split across goroutines allocates nothing
+// once its pools are warm. Counted by hand: testing.AllocsPerRun runs at
+// GOMAXPROCS 1, where nothing splits.
+func TestSplitNoAllocs(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs GOMAXPROCS >= 2 to split")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no GC emptying the pools mid-count
+	k := emuDotKernel()
+	o := testOperands(false, true, 96, 64, 32, normalVal(rand.New(rand.NewPCG(9, 9))))
+	for range 10 {
+		run(k, o, 2)
+	}
+	const calls = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range calls {
+		run(k, o, 2)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > calls/20 {
+		t.Errorf("%d split products allocated %d times, want about none", calls, n)
 	}
 }
