@@ -197,11 +197,11 @@ func emuAMXStrip(cfg []byte, broken bool) stripFunc {
 			if broken {
 				b6, b7 = 7, 6
 			}
-			for q := 0; q < pairs/16; q++ {
-				m.tileloadd(4, unsafe.Add(ap, 64*q), 2*lda)
-				m.tileloadd(5, unsafe.Add(ap, 64*q+16*2*lda), 2*lda)
-				m.tileloadd(b6, unsafe.Add(bp, 2048*q), 128)
-				m.tileloadd(b7, unsafe.Add(bp, 2048*q+64), 128)
+			for d := 0; d < pairs/16; d++ { // depth blocks of 16 pairs
+				m.tileloadd(4, unsafe.Add(ap, 64*d), 2*lda)
+				m.tileloadd(5, unsafe.Add(ap, 64*d+16*2*lda), 2*lda)
+				m.tileloadd(b6, unsafe.Add(bp, 2048*d), 128)
+				m.tileloadd(b7, unsafe.Add(bp, 2048*d+64), 128)
 				m.tdpbf16ps(0, 4, 6)
 				m.tdpbf16ps(1, 4, 7)
 				m.tdpbf16ps(2, 5, 6)
