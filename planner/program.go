@@ -23,6 +23,9 @@ type Op struct {
 	// arena (an op an executor cannot bind to planned storage): its value
 	// gets no buffer, but its reads still keep its inputs alive.
 	Unplanned bool
+	// Stream is the stream that runs the op (streams.go): 0, the only one
+	// of a plain schedule, or up to MaxStreams-1.
+	Stream int
 }
 
 // Program is a schedule of ops, one per step, and what the caller keeps.
@@ -122,7 +125,8 @@ func (p Program) lastRead(name string) int {
 // Legal reports whether op may write its output over its input in: nil, or
 // an error wrapping ErrRefused that gives the reason. The input's storage
 // must be the program's to destroy and nobody may read it afterwards: the
-// op is its last reader (counting reads through views), it is not a view
+// op is its last reader (counting reads through views; under several
+// streams, every other reader happens before the op), it is not a view
 // itself, not an output or retained value, not a caller's input unless
 // donated, not a weight the program never wrote; and the output must fit.
 // Whether the op's kernel can run in place (an elementwise op can, a
@@ -161,8 +165,21 @@ func (p Program) Legal(op int, in string) error {
 	case slices.Contains(p.Inputs, in) && !slices.Contains(p.Donated, in):
 		return refuse("%q is a program input the caller still owns (not donated)", in)
 	}
-	if last := p.lastRead(in); last > op {
-		return refuse("%q is read again by op %d (%s)", in, last, p.Ops[last].Fn)
+	if !p.multiStream() {
+		if last := p.lastRead(in); last > op {
+			return refuse("%q is read again by op %d (%s)", in, last, p.Ops[last].Fn)
+		}
+	} else {
+		ord, err := p.order(writer)
+		if err != nil {
+			return err
+		}
+		for _, r := range p.readers()[in] {
+			if r != op && !ord.Before(r, op) {
+				return refuse("%q is read by op %d (%s, stream %d), which does not happen before op %d (stream %d)",
+					in, r, p.Ops[r].Fn, p.Ops[r].Stream, op, o.Stream)
+			}
+		}
 	}
 	if o.Size > p.Ops[w].Size {
 		return refuse("the output (%s) does not fit in %q (%s)", FormatBytes(o.Size), in, FormatBytes(p.Ops[w].Size))
@@ -172,7 +189,9 @@ func (p Program) Legal(op int, in string) error {
 
 // Temps derives the lifetime of every value from the schedule: a value is
 // written at its op's step and last read at the last op reading it (itself
-// if nobody does). Kinds come from Inputs, Outputs, Retained and Donated;
+// if nobody does). Under more than one stream (Op.Stream) a value is in
+// use from the first position of an op that may run beside its writer
+// (Order.Earliest). Kinds come from Inputs, Outputs, Retained and Donated;
 // views become aliases. Each op with InPlace must be Legal; the output then
 // shares its input's storage, so the two values become one Temp named
 // "in/out" spanning both lifetimes, with the larger size.
@@ -194,6 +213,22 @@ func (p Program) Temps() ([]Temp, error) {
 		}
 		group[i] = group[writer[op.InPlace]]
 	}
+	// With one stream a value is in use from its writer's position; with
+	// more, from the first position of an op that may run beside the
+	// writer (Order.Earliest).
+	first := make([]int, n)
+	var ord *Order
+	if p.multiStream() {
+		if ord, err = p.order(writer); err != nil {
+			return nil, err
+		}
+	}
+	for i := range n {
+		first[i] = i
+		if ord != nil {
+			first[i] = ord.Earliest(i)
+		}
+	}
 	temps := make([]Temp, 0, n)
 	at := make(map[int]int, n)        // group root -> index in temps
 	viewOf := make(map[int]string, n) // index in temps -> the value a view reads
@@ -207,7 +242,7 @@ func (p Program) Temps() ([]Temp, error) {
 				last = j
 			}
 		}
-		t := Temp{Name: op.Out, Size: op.Size, First: i, Last: last, Kind: p.kindOf(op.Out), Values: []string{op.Out}}
+		t := Temp{Name: op.Out, Size: op.Size, First: first[i], Last: last, Kind: p.kindOf(op.Out), Values: []string{op.Out}}
 		if t.Kind == Input && slices.Contains(p.Donated, op.Out) {
 			t.Donated = true
 		}
@@ -225,7 +260,7 @@ func (p Program) Temps() ([]Temp, error) {
 		m.Name += "/" + t.Name
 		m.Values = append(m.Values, t.Name)
 		m.Size = max(m.Size, t.Size)
-		m.Last = max(m.Last, t.Last)
+		m.First, m.Last = min(m.First, t.First), max(m.Last, t.Last)
 		if t.Kind == Output || t.Kind == Retained {
 			m.Kind, m.Donated = t.Kind, false
 		}
