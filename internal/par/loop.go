@@ -10,9 +10,13 @@ type Chunked interface{ RunChunk(c int) }
 // workers of the pool (grown to t-1 if smaller: callers keep t within
 // GOMAXPROCS), and returns when all have run. Chunks are claimed
 // in order; which goroutine runs which depends on timing, so a chunk's
-// result must not. A Loop with t < 2 runs the chunks in order on the
-// caller. Passing a pointer as w allocates nothing.
+// result must not. A Loop with t < 2, or while the limit is 1 (SetLimit),
+// runs the chunks in order on the caller. Passing a pointer as w
+// allocates nothing.
 func Loop(w Chunked, n, t int) {
+	if limit.Load() <= 1 {
+		t = 1
+	}
 	if t = min(t, n); t >= 2 {
 		t = min(t, ensureWorkers(t-1)+1)
 	}

@@ -150,3 +150,68 @@ func TestLoopRunsEveryChunkOnce(t *testing.T) {
 		}
 	}
 }
+
+// streamTask waits for a flag, then says it is done.
+type streamTask struct{ flag, done atomic.Bool }
+
+func (s *streamTask) RunTask() {
+	Await(s.flag.Load)
+	s.done.Store(true)
+}
+
+// countChunks sleeps in each chunk and counts it.
+type countChunks struct{ n atomic.Int64 }
+
+func (c *countChunks) RunChunk(int) {
+	time.Sleep(100 * time.Microsecond)
+	c.n.Add(1)
+}
+
+// TestStartAwait: a started stream runs beside the caller, and while it
+// waits it runs chunks of the caller's loops; the caller's Await returns
+// once the stream has finished.
+func TestStartAwait(t *testing.T) {
+	if Workers() == 0 {
+		t.Skip("one usable CPU: no stream runs beside the caller")
+	}
+	var s streamTask
+	if !Start(&s) {
+		t.Fatal("Start refused with a worker in the pool")
+	}
+	// The caller's loop: the waiting stream should take some chunks.
+	helped := false
+	for range 50 {
+		var c countChunks
+		l := new(loop)
+		l.run(&c, 64, 1)
+		if c.n.Load() != 64 {
+			t.Fatalf("%d of 64 chunks ran", c.n.Load())
+		}
+		// The seat's latch is set only by a worker that took it.
+		helped = l.seats[0].done.done.Load()
+		if helped {
+			break
+		}
+	}
+	s.flag.Store(true)
+	Await(s.done.Load)
+	if !helped {
+		t.Error("the waiting stream never ran a chunk of the caller's loop")
+	}
+}
+
+// TestLoopSerialUnderLimit: with the limit at 1 a loop runs on its caller
+// alone, in order.
+func TestLoopSerialUnderLimit(t *testing.T) {
+	prev := SetLimit(1)
+	defer SetLimit(prev)
+	var order []int
+	Loop(chunkFunc(func(c int) { order = append(order, c) }), 8, 4)
+	if fmt.Sprint(order) != "[0 1 2 3 4 5 6 7]" {
+		t.Errorf("chunks ran as %v, want in order on the caller", order)
+	}
+}
+
+type chunkFunc func(int)
+
+func (f chunkFunc) RunChunk(c int) { f(c) }

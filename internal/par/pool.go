@@ -30,12 +30,16 @@ const spinFor = 200 * time.Microsecond
 type task interface{ RunTask() }
 
 var pool struct {
-	jobs    chan task
+	jobs    chan task // seats of loops (Loop)
+	long    chan task // streams (Start): never run by a helping wait
 	mu      sync.Mutex
 	workers atomic.Int64
 }
 
-func init() { pool.jobs = make(chan task, 64) }
+func init() {
+	pool.jobs = make(chan task, 64)
+	pool.long = make(chan task, 8)
+}
 
 // ensureWorkers starts workers until there are n and returns how many
 // there are.
@@ -65,13 +69,15 @@ func worker() {
 // process has had nothing to split for a while, not between two steps.
 const idleFor = 20 * time.Millisecond
 
-// next receives the next task: polling the queue for spinFor, then between
-// naps for idleFor, then parked.
+// next receives the next task, a loop's seat or a stream: polling the
+// queues for spinFor, then between naps for idleFor, then parked.
 func next() task {
 	var t task
 	poll := func() bool {
 		select {
 		case t = <-pool.jobs:
+			return true
+		case t = <-pool.long:
 			return true
 		default:
 			return false
@@ -80,7 +86,11 @@ func next() task {
 	if spinUntil(poll) || napUntil(poll, idleFor) {
 		return t
 	}
-	return <-pool.jobs
+	select {
+	case t = <-pool.jobs:
+	case t = <-pool.long:
+	}
+	return t
 }
 
 // offer hands t to the pool without blocking and reports whether the pool

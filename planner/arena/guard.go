@@ -8,15 +8,30 @@ import (
 )
 
 // Verify re-checks the plan with the planner's two verifications (the
-// overlap sweep and the byte-pattern simulation).
+// overlap sweep and the byte-pattern simulation) and, on two streams, its
+// two checks of the happens-before order (the order itself, and the
+// streams' interleavings on a model of the arena).
 func (p *Program) Verify() error {
 	if err := planner.Check(p.problem, p.plan); err != nil {
 		return fmt.Errorf("arena: %w", err)
 	}
+	if p.streams.n > 1 {
+		if err := p.lifetimes.VerifyOrder(p.problem, p.plan); err != nil {
+			return fmt.Errorf("arena: %w", err)
+		}
+		if err := p.lifetimes.SimulateStreams(p.problem, p.plan, simulatedInterleavings, 1); err != nil {
+			return fmt.Errorf("arena: %w", err)
+		}
+	}
 	return nil
 }
 
-// RunGuarded is Run with a check on real data: when an op writes a planned
+// simulatedInterleavings is how many interleavings of the streams Verify
+// simulates.
+const simulatedInterleavings = 16
+
+// RunGuarded is Run with a check on real data, the ops in schedule order
+// on one goroutine whatever the streams: when an op writes a planned
 // output, the output's bytes are fingerprinted; every later read of it (and
 // of a retained output at the end of the run) must find the same bytes. An
 // op that overwrote storage still live elsewhere is caught at the next read
@@ -45,7 +60,7 @@ func (p *Program) RunGuarded() error {
 				return err
 			}
 		}
-		if err := p.runStep(i); err != nil {
+		if err := p.runStep(i, 0); err != nil {
 			return err
 		}
 		if _, planned := p.bufOf[st.out]; planned {

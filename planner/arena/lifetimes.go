@@ -19,10 +19,13 @@ type InPlacer interface {
 }
 
 // planLifetimes writes the schedule as the planner's Program (one op per
-// step), lets the planner derive lifetimes, judge in-place requests and
-// place the buffers, and binds the arena.
-func (p *Program) planLifetimes(ctx context.Context, retain []*gorgonia.Node, o Options) error {
-	prog, err := p.program(retain, o.InPlace)
+// step, on the stream streams gives it: nil is one stream), lets the
+// planner derive lifetimes, judge in-place requests and place the
+// buffers, and binds the arena.
+func (p *Program) planLifetimes(ctx context.Context, retain []*gorgonia.Node, o Options, streams []int) error {
+	p.outside, p.retained, p.inPlace = nil, nil, 0
+	p.bufOf = map[Value]int{}
+	prog, err := p.program(retain, o.InPlace, streams)
 	if err != nil {
 		return err
 	}
@@ -58,9 +61,10 @@ func (p *Program) planLifetimes(ctx context.Context, retain []*gorgonia.Node, o 
 // program builds the planner's view of the schedule. Ops whose outputs
 // cannot live in the arena are Unplanned (and listed in p.outside); views
 // of planned values are views; retained nodes are outputs (for a view, its
-// base too). With inPlace, every op that can run in place takes the first
-// input the planner allows.
-func (p *Program) program(retain []*gorgonia.Node, inPlace bool) (planner.Program, error) {
+// base too); each op runs on the stream streams gives it (nil: stream 0).
+// With inPlace, every op that can run in place takes the first input the
+// planner allows.
+func (p *Program) program(retain []*gorgonia.Node, inPlace bool, streams []int) (planner.Program, error) {
 	var prog planner.Program
 	p.names = make(map[string]Value, len(p.vals))
 	for v := range p.vals {
@@ -70,6 +74,9 @@ func (p *Program) program(retain []*gorgonia.Node, inPlace bool) (planner.Progra
 	for _, st := range p.steps {
 		n, dt := st.node, p.vals[st.out].dtype
 		op := planner.Op{Fn: opName(st.op), Out: p.name(st.out), Size: int64(n.Shape().TotalSize()) * dt.Size()}
+		if streams != nil {
+			op.Stream = streams[len(prog.Ops)]
+		}
 		for _, s := range st.in {
 			op.In = append(op.In, p.name(s))
 		}

@@ -67,8 +67,11 @@ type Program struct {
 	lifetimes planner.Program  // the schedule as the planner sees it
 	inPlace   int              // ops that write over an input
 	inputAddr map[Value]uintptr
-	scratch   []gorgonia.Value // the inputs of one step
-	notify    [][]func()       // per step: called after it runs
+	scratch   [2][]gorgonia.Value // the inputs of one step, per stream
+	notify    [][]func()          // per step: called after it runs
+	retain    []*gorgonia.Node    // as Compile was given them, for SetStreams
+	opts      Options
+	streams   streamState // streams.go
 }
 
 // value is what the program knows of one Value.
@@ -136,7 +139,8 @@ func Compile(ctx context.Context, g *gorgonia.ExprGraph, retain []*gorgonia.Node
 	p.current = make([]gorgonia.Value, len(p.vals))
 	p.bufs = make([]Buf, len(p.vals))
 	p.notify = make([][]func(), len(p.steps))
-	if err := p.planLifetimes(ctx, retain, o); err != nil {
+	p.retain, p.opts = retain, o
+	if err := p.planLifetimes(ctx, retain, o, nil); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -330,19 +334,18 @@ func (p *Program) inputValue(v Value) gorgonia.Value {
 	return p.vals[v].node.Value()
 }
 
-// Run executes every op once, in schedule order. Inputs (parameters,
-// tokens) are read from the values bound to their nodes; if one was bound
-// to new storage since the last run, the program is laid out again.
+// Run executes every op once, in schedule order, or on two streams when
+// SetStreams gave it two (streams.go). Inputs (parameters, tokens) are
+// read from the values bound to their nodes; if one was bound to new
+// storage since the last run, the program is laid out again.
 func (p *Program) Run() error {
 	if err := p.loadInputs(); err != nil {
 		return err
 	}
-	for i := range p.steps {
-		if err := p.runStep(i); err != nil {
-			return err
-		}
+	if p.streams.n > 1 {
+		return p.runStreams()
 	}
-	return nil
+	return p.runSequential()
 }
 
 func (p *Program) loadInputs() error {
@@ -363,21 +366,21 @@ func (p *Program) loadInputs() error {
 	return nil
 }
 
-// runStep runs step i (its kernel when it has one, else the op's
-// UsePreallocDo into its arena tensor, else the op's Do) and then whatever
-// waits for it.
-func (p *Program) runStep(i int) error {
+// runStep runs step i on stream s (its kernel when it has one, else the
+// op's UsePreallocDo into its arena tensor, else the op's Do) and then
+// whatever waits for it.
+func (p *Program) runStep(i, stream int) error {
 	st := &p.steps[i]
 	switch {
 	case st.kernel != nil:
 		st.kernel()
 	case st.view && st.prealloc != nil:
 	default:
-		in := p.scratch[:0]
+		in := p.scratch[stream][:0]
 		for _, s := range st.in {
 			in = append(in, p.current[s])
 		}
-		p.scratch = in
+		p.scratch[stream] = in
 		v, err := st.exec(in)
 		if err != nil {
 			return err
@@ -562,7 +565,7 @@ func (p *Program) Profile(runs int) ([]time.Duration, error) {
 		}
 		for i := range p.steps {
 			t0 := time.Now()
-			if err := p.runStep(i); err != nil {
+			if err := p.runStep(i, 0); err != nil {
 				return nil, err
 			}
 			times[i][r] = time.Since(t0)
