@@ -23,7 +23,34 @@ type modelOptions struct {
 	statGuard bool
 	precision precision.Policy // WithPrecision (mixed.go)
 	int8      *int8Option      // WithInt8 (int8.go)
+	streams   Streams          // WithStreams
 }
+
+// Streams says how many streams a model's step runs on (WithStreams).
+type Streams int
+
+const (
+	// OneStream runs the ops one after another, each free to split its
+	// work across the cores (the default).
+	OneStream Streams = iota
+	// TwoStreams runs them on the two streams the stream scheduler
+	// assigns from the ops' measured costs (arena.Program.AssignStreams).
+	TwoStreams
+	// StreamsByMeasurement assigns two streams, times the step both ways
+	// and keeps the faster (arena.Program.ChooseStreams).
+	StreamsByMeasurement
+)
+
+// streamRuns is how many runs of the step measure each op's costs, and
+// then each way of running it.
+const streamRuns = 5
+
+// WithStreams runs a training or evaluation model's graph on the streams
+// s says. Assigning two streams runs the graph 2·streamRuns times when the
+// model is made (3·streamRuns by measurement), on the tokens bound then;
+// the graph must have no effect but its outputs (not WithRunningMean).
+// Results are bitwise those of one stream.
+func WithStreams(s Streams) ModelOption { return func(o *modelOptions) { o.streams = s } }
 
 // WithStepSchedule builds a training model's step by a schedule of forward,
 // recomputation and backward passes (gradient checkpointing), run in that
@@ -58,17 +85,35 @@ func defaultPlanner() planner.Algorithm {
 // caller reads after each run: the planned arena (the default planner
 // when o names none), or the TapeMachine.
 func newExecutor(g *G.ExprGraph, retain G.Nodes, o modelOptions) (executor, error) {
+	if o.streams != OneStream && (o.tape || o.stat != nil) {
+		return nil, fmt.Errorf("%w: two streams need the arena executor and a graph without stateful ops (not the TapeMachine, not WithRunningMean)", ErrConfig)
+	}
 	if o.tape {
 		return &tapeExec{vm: G.NewTapeMachine(g)}, nil
 	}
 	if o.arena.Algorithm.Place == nil {
 		o.arena.Algorithm = defaultPlanner()
 	}
-	prog, err := arena.Compile(context.Background(), g, retain, o.arena)
+	ctx := context.Background()
+	prog, err := arena.Compile(ctx, g, retain, o.arena)
 	if err != nil {
 		return nil, fmt.Errorf("plan the GPT's arena: %w", err)
 	}
-	return &arenaExec{p: prog}, nil
+	e := &arenaExec{p: prog}
+	switch o.streams {
+	case OneStream:
+		return e, nil
+	case TwoStreams:
+		e.streams, err = prog.AssignStreams(ctx, streamRuns)
+	case StreamsByMeasurement:
+		e.streams, err = prog.ChooseStreams(ctx, streamRuns)
+	default:
+		return nil, fmt.Errorf("%w: streams %d", ErrConfig, o.streams)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the GPT's streams: %w", err)
+	}
+	return e, nil
 }
 
 // executor runs the model's graph and holds the values of its nodes.
@@ -87,11 +132,25 @@ func (e *tapeExec) run() error {
 func (e *tapeExec) value(n *G.Node) G.Value { return n.Value() }
 func (e *tapeExec) close() error            { return e.vm.Close() }
 
-type arenaExec struct{ p *arena.Program }
+type arenaExec struct {
+	p       *arena.Program
+	streams arena.StreamChoice // WithStreams: what was measured and chosen
+}
 
 func (e *arenaExec) run() error              { return e.p.Run() }
 func (e *arenaExec) value(n *G.Node) G.Value { return e.p.Value(n) }
 func (e *arenaExec) close() error            { return nil }
+
+// StreamChoice is what WithStreams measured and chose (Chosen is 1 on one
+// stream), and false for a model on one stream by default or on the
+// TapeMachine.
+func (m *Model) StreamChoice() (arena.StreamChoice, bool) {
+	e, ok := m.exec.(*arenaExec)
+	if !ok || e.streams.Chosen == 0 {
+		return arena.StreamChoice{}, false
+	}
+	return e.streams, true
+}
 
 // Arena returns the planned program the model runs, or nil when it runs
 // on the TapeMachine.

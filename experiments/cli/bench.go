@@ -16,6 +16,8 @@ import (
 	"gptlab/experiments/lab"
 	"gptlab/internal/sgemm"
 	"gptlab/models"
+	"gptlab/planner"
+	"gptlab/planner/arena"
 	"gptlab/precision"
 	"gptlab/reports"
 )
@@ -46,6 +48,7 @@ type benchConfig struct {
 	Exec    string  `set:"executor" help:"arena (the planned arena, the default) or tape (gorgonia's TapeMachine)"`
 	BLAS    string  `set:"blas" help:"matrix products: sgemm (default), gonum, or openblas in -tags openblas builds"`
 	Prec    string  `set:"precision" help:"precision policy: f32 (default), bf16, fp16 or fp16-noscale (casts in the graph)"`
+	Streams string  `set:"streams" help:"1: the ops one after another, each split across the cores; 2: on the two streams the scheduler assigns from measured costs; auto: 2 where measured faster"`
 }
 
 // heapMetric is sampled for peak_heap_bytes: the bytes of live and
@@ -54,7 +57,7 @@ type benchConfig struct {
 const heapMetric = "/memory/classes/heap/objects:bytes"
 
 // benchDefaults: the small preset on the planned arena with gptlab's GEMM.
-var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm", Prec: "f32"}
+var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm", Prec: "f32", Streams: "1"}
 
 // maxBenchSteps bounds --steps.
 const maxBenchSteps = 100_000
@@ -107,6 +110,7 @@ func benchTrainCommand(fs *flag.FlagSet) Runner {
 		r.Config.Set("executor", bc.Exec)
 		r.Config.Set("blas", models.BLAS())
 		r.Config.Set("precision", bc.Prec)
+		r.Config.Set("streams", bc.Streams)
 		r.Config.Set("steps", *steps)
 		r.Config.Set("seed", *seed)
 		return emit(r, *format, *out, stdout)
@@ -158,6 +162,16 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 	}
 	if pol.Mixed() {
 		opts = append(opts, models.WithPrecision(pol))
+	}
+	streams, ok := map[string]models.Streams{"1": models.OneStream, "2": models.TwoStreams, "auto": models.StreamsByMeasurement}[bc.Streams]
+	if !ok {
+		return nil, lab.Usagef("--set streams=%s: want 1, 2 or auto", bc.Streams)
+	}
+	if streams != models.OneStream {
+		if bc.Exec != "arena" {
+			return nil, lab.Usagef("--set streams=%s: two streams run on the arena, not with --set executor=%s", bc.Streams, bc.Exec)
+		}
+		opts = append(opts, models.WithStreams(streams))
 	}
 	p := models.NewParams(mc, seed)
 	m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, opts...)
@@ -237,6 +251,9 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 	}
 	r.Note("One step is forward, backward and AdamW (lr 1e-3) on one fixed random batch, as the reference's bench mode. allocs_per_step and bytes_allocated_per_step are runtime.MemStats deltas (Mallocs, TotalAlloc) over the timed steps divided by their number; peak_heap_bytes is the largest %s (HeapAlloc) sampled every 2 ms during them.", heapMetric)
 	benchPeak(r, m.StepFlops(), med)
+	if c, ok := m.StreamChoice(); ok {
+		benchStreams(r, c)
+	}
 	if profile {
 		if bc.Exec != "arena" {
 			return nil, lab.Usagef("bench train: --profile times the arena's ops: not with --set executor=%s", bc.Exec)
@@ -247,6 +264,27 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 		}
 	}
 	return r, nil
+}
+
+// benchStreams reports what the stream scheduler assigned and, by
+// measurement, chose.
+func benchStreams(r *reports.Report, c arena.StreamChoice) {
+	r.Metric("streams", c.Chosen)
+	r.Metric("stream_ops", c.Steps[0]+c.Steps[1])
+	r.Metric("stream1_ops", c.Steps[1])
+	r.Metric("stream_model_one_ms", c.Assignment.OneStream*1e3)
+	r.Metric("stream_model_two_ms", c.Assignment.TwoStreams*1e3)
+	r.Metric("arena_bytes_one_stream", c.ArenaOne)
+	r.Metric("arena_bytes_two_streams", c.ArenaTwo)
+	note := fmt.Sprintf("Streams: the scheduler put %d of the step's %d ops on stream 1; from the ops' measured costs it expected %.1f ms on two streams against %.1f on one (the sum of each op alone). The arena: %s on one stream, %s on two.",
+		c.Steps[1], c.Steps[0]+c.Steps[1], c.Assignment.TwoStreams*1e3, c.Assignment.OneStream*1e3, planner.FormatBytes(c.ArenaOne), planner.FormatBytes(c.ArenaTwo))
+	if c.One > 0 {
+		r.Metric("stream_measured_one_ms", float64(c.One.Microseconds())/1e3)
+		r.Metric("stream_measured_two_ms", float64(c.Two.Microseconds())/1e3)
+		note += fmt.Sprintf(" Measured, forward and backward, interleaved: %v on one, %v on two; the step runs on %s.",
+			c.One.Round(10*time.Microsecond), c.Two.Round(10*time.Microsecond), reports.Count(c.Chosen, "stream"))
+	}
+	r.Note("%s", note)
 }
 
 // sampleHeapPeak samples heapMetric every interval in a goroutine until

@@ -380,3 +380,35 @@ func TestGPTLabTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchTrainStreams: --set streams=2 runs the step on the scheduler's
+// two streams and reports them (ops on each, the arena on one and two);
+// auto also reports the measured runs and which it kept; a bad value, or
+// two streams on the TapeMachine, is exit 2 and one line.
+func TestBenchTrainStreams(t *testing.T) {
+	for _, s := range []string{"2", "auto"} {
+		code, out, errs := runMain("bench", "train", "--set", "config=tiny", "--steps", "2", "--set", "streams="+s, "--format", "json")
+		if code != 0 {
+			t.Fatalf("bench train streams=%s: status %d: %s", s, code, errs)
+		}
+		m := jsonMetrics(t, out)
+		ops, _ := m["stream_ops"].(float64)
+		chosen, _ := m["streams"].(float64)
+		if ops == 0 || (chosen != 1 && chosen != 2) || !(m["arena_bytes_two_streams"].(float64) > 0) {
+			t.Errorf("streams=%s: metrics %v", s, m)
+		}
+		if _, measured := m["stream_measured_two_ms"]; measured != (s == "auto" && m["stream1_ops"].(float64) > 0) {
+			t.Errorf("streams=%s: measured runs reported %v", s, measured)
+		}
+	}
+	for _, sets := range [][]string{{"streams=3"}, {"streams=2", "executor=tape"}} {
+		args := []string{"bench", "train", "--set", "config=tiny", "--steps", "1"}
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		code, _, errs := runMain(args...)
+		if code != 2 || strings.Count(strings.TrimSpace(errs), "\n") > 0 || !strings.Contains(errs, "streams=") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming streams", sets, code, errs)
+		}
+	}
+}

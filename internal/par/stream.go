@@ -29,21 +29,33 @@ func Start(t Task) bool {
 }
 
 // Await returns once ready reports true. Meanwhile the caller runs the
-// chunks of loops offered to the pool (never a stream), polling as Latch
-// does: for spinFor, then between naps.
+// chunks of loops offered to the pool (never a stream), polling as a
+// worker does: on the processor until spinFor has passed since the last
+// chunk it ran (or since the call), then between naps.
 func Await(ready func() bool) {
-	poll := func() bool {
-		if ready() {
-			return true
+	for {
+		helped := false
+		poll := func() bool {
+			if ready() {
+				return true
+			}
+			select {
+			case t := <-pool.jobs:
+				t.RunTask()
+				helped = true
+				return true
+			default:
+				return false
+			}
 		}
-		select {
-		case t := <-pool.jobs:
-			t.RunTask()
-		default:
+		if spinUntil(poll) {
+			if !helped {
+				return
+			}
+			continue // a chunk ran: spin afresh
 		}
-		return ready()
-	}
-	if !spinUntil(poll) {
-		napUntil(poll, 0)
+		if napUntil(poll, 0) && !helped {
+			return
+		}
 	}
 }

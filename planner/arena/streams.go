@@ -170,7 +170,7 @@ func (p *Program) Costs(runs int) ([]planner.Cost, error) {
 type StreamChoice struct {
 	Assignment planner.Assignment // the scheduler's streams and makespans (seconds)
 	Steps      [2]int             // ops on stream 0 and on stream 1
-	One, Two   time.Duration      // median run on one stream and on two
+	One, Two   time.Duration      // ChooseStreams: median run on one stream and on two
 	ArenaOne   int64              // the arena's bytes on one stream
 	ArenaTwo   int64              // on two
 	Chosen     int                // the streams the program runs on now: 1 or 2
@@ -180,24 +180,22 @@ type StreamChoice struct {
 // store and a load of one flag between two cores that poll it.
 const streamSync = 2e-6
 
-// ChooseStreams measures the program's steps (Costs), lets the stream
-// scheduler assign them to two streams (planner.Program.AssignStreams),
-// plans the arena for them, then times runs interleaved rounds of the
-// program in schedule order on the caller and on the two streams, and
-// keeps the faster (planning the arena again for one stream if that is
-// the schedule order). The program must be on one
-// stream, and its runs must have no effect but their outputs (a training
-// step's forward and backward; not a stateful op). Each run is a full Run
-// of the program.
-func (p *Program) ChooseStreams(ctx context.Context, runs int) (StreamChoice, error) {
+// AssignStreams measures the program's steps (Costs, runs profiled runs
+// each way), lets the stream scheduler assign them to two streams
+// (planner.Program.AssignStreams) and plans the arena for them: the
+// program then runs on two streams, unless the scheduler put every op on
+// one or the pool has no worker. The program must be on one stream, and
+// its runs must have no effect but their outputs (a training step's
+// forward and backward; not a stateful op).
+func (p *Program) AssignStreams(ctx context.Context, runs int) (StreamChoice, error) {
 	var c StreamChoice
 	if p.streams.n > 1 {
-		return c, fmt.Errorf("arena: ChooseStreams on a program already on %d streams", p.streams.n)
+		return c, fmt.Errorf("arena: assigning streams to a program already on %d", p.streams.n)
 	}
 	if runs < 1 {
-		return c, fmt.Errorf("arena: ChooseStreams with %d runs", runs)
+		return c, fmt.Errorf("arena: assigning streams from %d runs", runs)
 	}
-	c.ArenaOne, c.Chosen = p.plan.Peak, 1
+	c.ArenaOne, c.ArenaTwo, c.Chosen = p.plan.Peak, p.plan.Peak, 1
 	costs, err := p.Costs(runs)
 	if err != nil {
 		return c, err
@@ -214,10 +212,19 @@ func (p *Program) ChooseStreams(ctx context.Context, runs int) (StreamChoice, er
 	if err := p.SetStreams(ctx, c.Assignment.Streams); err != nil {
 		return c, err
 	}
-	if err := p.loadInputs(); err != nil {
+	c.ArenaTwo, c.Chosen = p.plan.Peak, 2
+	return c, p.loadInputs()
+}
+
+// ChooseStreams is AssignStreams, then runs interleaved rounds of the
+// program in schedule order on the caller and on the two streams, and
+// keeps the faster (planning the arena again for one stream if that is
+// schedule order). Each run is a full run of the program.
+func (p *Program) ChooseStreams(ctx context.Context, runs int) (StreamChoice, error) {
+	c, err := p.AssignStreams(ctx, runs)
+	if err != nil || c.Chosen == 1 {
 		return c, err
 	}
-	c.ArenaTwo = p.plan.Peak
 	// Both ways on the two-stream arena, interleaved: schedule order on
 	// the caller alone (what one stream runs), and the two streams.
 	times := [2][]time.Duration{}
@@ -232,9 +239,9 @@ func (p *Program) ChooseStreams(ctx context.Context, runs int) (StreamChoice, er
 	}
 	c.One, c.Two = median(times[0]), median(times[1])
 	if c.Two < c.One {
-		c.Chosen = 2
 		return c, nil
 	}
+	c.Chosen = 1
 	return c, p.SetStreams(ctx, nil)
 }
 

@@ -1,0 +1,141 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"gptlab/precision"
+)
+
+// TestStreamsBitwise trains the same model on one stream and on two
+// (random assignments of the step's ops, and the stream scheduler's),
+// with dropout and AdamW, under f32, bf16 and a checkpointing schedule:
+// every loss and every weight must be bitwise equal, and the two-stream
+// plan must pass Verify (the happens-before checks included).
+func TestStreamsBitwise(t *testing.T) {
+	cfg, err := Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Dropout = 0.1
+	keep, err := CheckpointStepSchedule(cfg, []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf16, err := precision.ParsePolicy("bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		opts []ModelOption
+	}{
+		{"f32", nil},
+		{"bf16", []ModelOption{WithPrecision(bf16)}},
+		{"checkpointed", []ModelOption{WithStepSchedule(keep)}},
+	}
+	for _, tc := range cases {
+		train := func(assign func(m *Model) error) ([]float32, []float32) {
+			p := NewParams(cfg, 5)
+			m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if err := assign(m); err != nil {
+				t.Fatal(err)
+			}
+			opt := NewAdamW(p, DefaultAdamW())
+			idx := make([]int32, cfg.Batch*cfg.Block)
+			tgt := make([]int32, len(idx))
+			var losses []float32
+			for step := range 6 {
+				for i := range idx {
+					idx[i] = int32((i*7 + step*3) % cfg.Vocab)
+					tgt[i] = int32((i*5 + step) % cfg.Vocab)
+				}
+				loss, err := m.Step(idx, tgt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				losses = append(losses, loss)
+				if _, err := opt.Step(m, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return losses, append([]float32(nil), p.Data()...)
+		}
+		wantLoss, wantP := train(func(*Model) error { return nil })
+		for _, way := range []string{"random", "scheduler"} {
+			t.Run(tc.name+"/"+way, func(t *testing.T) {
+				gotLoss, gotP := train(func(m *Model) error {
+					a := m.Arena()
+					streams := make([]int, a.Steps())
+					switch way {
+					case "random":
+						r := rand.New(rand.NewPCG(uint64(len(streams)), 11))
+						for i := range streams {
+							streams[i] = r.IntN(2)
+						}
+					case "scheduler":
+						c, err := a.AssignStreams(context.Background(), 1)
+						if err != nil {
+							return err
+						}
+						streams = a.Streams()
+						t.Logf("scheduler: %d ops on stream 0, %d on stream 1", c.Steps[0], c.Steps[1])
+					}
+					if err := a.SetStreams(context.Background(), streams); err != nil {
+						return err
+					}
+					return a.Verify()
+				})
+				if fmt.Sprint(gotLoss) != fmt.Sprint(wantLoss) {
+					t.Fatalf("losses on two streams %v, on one %v", gotLoss, wantLoss)
+				}
+				for i, w := range wantP {
+					if gotP[i] != w {
+						t.Fatalf("weight %d after 6 AdamW steps: two streams %v, one %v", i, gotP[i], w)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestWithStreamsRefuses(t *testing.T) {
+	cfg, err := Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewParams(cfg, 1)
+	if _, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithStreams(TwoStreams), WithTapeMachine()); !errors.Is(err, ErrConfig) {
+		t.Errorf("two streams on the TapeMachine: %v, want ErrConfig", err)
+	}
+	m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithStreams(StreamsByMeasurement))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, ok := m.StreamChoice()
+	if !ok || (c.Chosen != 1 && c.Chosen != 2) || c.Steps[0]+c.Steps[1] != m.Arena().Steps() {
+		t.Errorf("StreamChoice() = %+v, %v", c, ok)
+	}
+	if _, ok := oneStreamModel(t, cfg, p).StreamChoice(); ok {
+		t.Error("a model on one stream by default has a StreamChoice")
+	}
+}
+
+// oneStreamModel is a training model on one stream.
+func oneStreamModel(t *testing.T, cfg Config, p *Params) *Model {
+	t.Helper()
+	m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
