@@ -9,6 +9,7 @@ import (
 
 	G "gorgonia.org/gorgonia"
 
+	"gptlab/planner"
 	"gptlab/planner/arena"
 )
 
@@ -63,6 +64,30 @@ func (m *Model) OpProfile(runs int) ([]OpTime, error) {
 		return cmp.Or(cmp.Compare(b.Time, a.Time), strings.Compare(a.Kind, b.Kind))
 	})
 	return out, nil
+}
+
+// StreamCosts are the costs of the arena program's steps for the stream
+// scheduler (planner.Cost, seconds) from the cost model c, not the clock:
+// an op on one core beside another stream's takes c's cost (Shared), and
+// with the machine to itself that over split (Alone: what its kernel gains
+// from splitting across the cores). A stream assignment made on them is
+// the same on every run and every machine.
+func (m *Model) StreamCosts(c CostModel, split float64) ([]planner.Cost, error) {
+	p := m.Arena()
+	if p == nil {
+		return nil, fmt.Errorf("%w: stream costs need the arena executor", ErrConfig)
+	}
+	if !(split >= 1) {
+		return nil, fmt.Errorf("%w: a split gain of %v; want at least 1", ErrConfig, split)
+	}
+	costs := make([]planner.Cost, p.Steps())
+	for _, n := range m.g.AllNodes() {
+		if s, ok := p.StepOf(n); ok && n.Op() != nil {
+			shared := c.Node(n)
+			costs[s] = planner.Cost{Alone: shared / split, Shared: shared}
+		}
+	}
+	return costs, nil
 }
 
 // StepFlops is the FLOPs of one forward and backward pass, as OpProfile

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -138,4 +139,44 @@ func oneStreamModel(t *testing.T, cfg Config, p *Params) *Model {
 	}
 	t.Cleanup(func() { m.Close() })
 	return m
+}
+
+// TestStreamCostsDeterministic: the cost model's stream costs give every
+// step a cost (products the largest), the same assignment on every model
+// of one config, and refuse a split gain below 1.
+func TestStreamCostsDeterministic(t *testing.T) {
+	cfg, err := Preset("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := func() []int {
+		m := oneStreamModel(t, cfg, NewParams(cfg, 1))
+		costs, err := m.StreamCosts(DefaultCost, 1.6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(costs) != m.Arena().Steps() {
+			t.Fatalf("%d costs for %d steps", len(costs), m.Arena().Steps())
+		}
+		for i, c := range costs {
+			if c.Shared < 0 || math.Abs(c.Alone*1.6-c.Shared) > 1e-12*c.Shared {
+				t.Fatalf("step %d: cost %+v, want Alone = Shared / 1.6", i, c)
+			}
+		}
+		c, err := m.Arena().AssignStreamsFrom(context.Background(), costs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Steps[1] == 0 || c.Assignment.TwoStreams >= c.Assignment.OneStream {
+			t.Errorf("the cost model keeps one stream: %+v", c.Assignment)
+		}
+		return m.Arena().Streams()
+	}
+	if a, b := assign(), assign(); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("two models of one config: streams %v, then %v", a, b)
+	}
+	m := oneStreamModel(t, cfg, NewParams(cfg, 1))
+	if _, err := m.StreamCosts(DefaultCost, 0.9); !errors.Is(err, ErrConfig) {
+		t.Errorf("StreamCosts(split 0.9) = %v, want ErrConfig", err)
+	}
 }

@@ -76,6 +76,7 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt lab.Options) (*reports.
 		rat("arena / bound"), col("why not (first refusal)"))
 	speed := r.AddTable(fmt.Sprintf("One training step, TapeMachine against the arena (median of %d)", steps),
 		col("config"), col("executor"), reports.Float("step (ms)", 2), num("allocs per step"), bytes("allocated per step"))
+	streams := streamsTable(r, steps)
 	var last *arenaResult
 	for _, name := range configs {
 		mc, _ := models.Preset(name) // checked above
@@ -129,6 +130,12 @@ func runArena(ctx context.Context, cfg *arenaConfig, opt lab.Options) (*reports.
 			r.Metric(name+"_training_naive_bytes", st.NaiveBytes)
 			r.Metric(name+"_arena_allocs_per_step", res.speed[1].allocs)
 			r.Metric(name+"_tape_allocs_per_step", res.speed[0].allocs)
+			fmt.Fprintf(opt.Log, "arena: %s training on two streams\n", name)
+			s, err := streamsCase(ctx, mc, opt.Seed, steps, arena.Options{Algorithm: algo, Alignment: cfg.Alignment, InPlace: cfg.InPlace})
+			if err != nil {
+				return nil, fmt.Errorf("%s on two streams: %w", name, err)
+			}
+			addStreams(r, streams, name, s)
 			last = res
 		}
 	}

@@ -19,16 +19,16 @@ func (p *Program) Verify() error {
 		if err := p.lifetimes.VerifyOrder(p.problem, p.plan); err != nil {
 			return fmt.Errorf("arena: %w", err)
 		}
-		if err := p.lifetimes.SimulateStreams(p.problem, p.plan, simulatedInterleavings, 1); err != nil {
+		if err := p.lifetimes.SimulateStreams(p.problem, p.plan, SimulatedInterleavings, 1); err != nil {
 			return fmt.Errorf("arena: %w", err)
 		}
 	}
 	return nil
 }
 
-// simulatedInterleavings is how many interleavings of the streams Verify
+// SimulatedInterleavings is how many interleavings of the streams Verify
 // simulates.
-const simulatedInterleavings = 16
+const SimulatedInterleavings = 16
 
 // RunGuarded is Run with a check on real data, the ops in schedule order
 // on one goroutine whatever the streams: when an op writes a planned

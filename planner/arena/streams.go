@@ -181,25 +181,33 @@ type StreamChoice struct {
 const streamSync = 2e-6
 
 // AssignStreams measures the program's steps (Costs, runs profiled runs
-// each way), lets the stream scheduler assign them to two streams
-// (planner.Program.AssignStreams) and plans the arena for them: the
-// program then runs on two streams, unless the scheduler put every op on
-// one or the pool has no worker. The program must be on one stream, and
-// its runs must have no effect but their outputs (a training step's
-// forward and backward; not a stateful op).
+// each way) and assigns streams from those costs (AssignStreamsFrom).
 func (p *Program) AssignStreams(ctx context.Context, runs int) (StreamChoice, error) {
+	if runs < 1 {
+		return StreamChoice{}, fmt.Errorf("arena: assigning streams from %d runs", runs)
+	}
+	if p.streams.n > 1 {
+		return StreamChoice{}, fmt.Errorf("arena: assigning streams to a program already on %d", p.streams.n)
+	}
+	costs, err := p.Costs(runs)
+	if err != nil {
+		return StreamChoice{}, err
+	}
+	return p.AssignStreamsFrom(ctx, costs)
+}
+
+// AssignStreamsFrom lets the stream scheduler assign the program's steps
+// to two streams from costs, one per step (planner.Program.AssignStreams),
+// and plans the arena for them: the program then runs on two streams,
+// unless the scheduler put every op on one or the pool has no worker. The
+// program must be on one stream.
+func (p *Program) AssignStreamsFrom(ctx context.Context, costs []planner.Cost) (StreamChoice, error) {
 	var c StreamChoice
 	if p.streams.n > 1 {
 		return c, fmt.Errorf("arena: assigning streams to a program already on %d", p.streams.n)
 	}
-	if runs < 1 {
-		return c, fmt.Errorf("arena: assigning streams from %d runs", runs)
-	}
 	c.ArenaOne, c.ArenaTwo, c.Chosen = p.plan.Peak, p.plan.Peak, 1
-	costs, err := p.Costs(runs)
-	if err != nil {
-		return c, err
-	}
+	var err error
 	if c.Assignment, err = p.lifetimes.AssignStreams(costs, streamSync); err != nil {
 		return c, fmt.Errorf("arena: %w", err)
 	}
