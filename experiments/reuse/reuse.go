@@ -66,6 +66,7 @@ func runReuse(ctx context.Context, cfg *reuseConfig, opt lab.Options) (*reports.
 		func() error { return reuseChain(ctx, r, algos, align) },
 		func() error { return reuseTouching(ctx, r, algos) },
 		func() error { return reuseBranched(ctx, r, algos, align) },
+		func() error { return reuseStreams(ctx, r, algos, align) },
 		func() error { return reuseRandom(ctx, r, algos, align, opt.Seed, seeds, n) },
 		func() error { return reuseRefusals(r) },
 	}
