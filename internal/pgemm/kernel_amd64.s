@@ -2663,3 +2663,1371 @@ loop:
 	VMOVUPS      Z15, 64(AX)
 	VZEROUPPER
 	RET
+
+// func pgemmAVX2m1p1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·pgemmAVX2m1p1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   b+24(FP), CX
+	MOVQ   lda+16(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	VMOVUPS      (CX), Y4
+	VMOVUPS      32(CX), Y5
+	VMOVUPS      64(CX), Y6
+	VMOVUPS      96(CX), Y7
+	VBROADCASTSS (DX), Y8
+	VFMADD231PS  Y4, Y8, Y0
+	VFMADD231PS  Y5, Y8, Y1
+	VFMADD231PS  Y6, Y8, Y2
+	VFMADD231PS  Y7, Y8, Y3
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000080, CX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func pgemmAVX2m2p1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·pgemmAVX2m2p1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   b+24(FP), CX
+	MOVQ   lda+16(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+loop:
+	VMOVUPS      (CX), Y8
+	VMOVUPS      32(CX), Y9
+	VMOVUPS      64(CX), Y10
+	VMOVUPS      96(CX), Y11
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  Y8, Y12, Y0
+	VFMADD231PS  Y9, Y12, Y1
+	VFMADD231PS  Y10, Y12, Y2
+	VFMADD231PS  Y11, Y12, Y3
+	VBROADCASTSS (BX)(DX*1), Y12
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y9, Y12, Y5
+	VFMADD231PS  Y10, Y12, Y6
+	VFMADD231PS  Y11, Y12, Y7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, CX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	VZEROUPPER
+	RET
+
+// func pgemmAVX2m3p1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·pgemmAVX2m3p1(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   b+24(FP), CX
+	MOVQ   lda+16(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loop:
+	VMOVUPS      (CX), Y12
+	VMOVUPS      32(CX), Y13
+	VMOVUPS      64(CX), Y14
+	VBROADCASTSS (BX), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VFMADD231PS  96(CX), Y15, Y3
+	VBROADCASTSS (BX)(DX*1), Y15
+	VFMADD231PS  Y12, Y15, Y4
+	VFMADD231PS  Y13, Y15, Y5
+	VFMADD231PS  Y14, Y15, Y6
+	VFMADD231PS  96(CX), Y15, Y7
+	VBROADCASTSS (BX)(DX*2), Y15
+	VFMADD231PS  Y12, Y15, Y8
+	VFMADD231PS  Y13, Y15, Y9
+	VFMADD231PS  Y14, Y15, Y10
+	VFMADD231PS  96(CX), Y15, Y11
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, CX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	VMOVUPS      Y10, 64(AX)
+	VMOVUPS      Y11, 96(AX)
+	VZEROUPPER
+	RET
+
+// func pgemmAVX2m1p3(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·pgemmAVX2m1p3(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   b+24(FP), CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (CX)(DX*1), BX
+	LEAQ   (BX)(DX*1), DX
+	MOVQ   lda+16(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   a+8(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loop:
+	VMOVUPS      (CX), Y12
+	VMOVUPS      32(CX), Y13
+	VMOVUPS      64(CX), Y14
+	VBROADCASTSS (SI), Y15
+	VFMADD231PS  Y12, Y15, Y0
+	VFMADD231PS  Y13, Y15, Y1
+	VFMADD231PS  Y14, Y15, Y2
+	VFMADD231PS  96(CX), Y15, Y3
+	VFMADD231PS  (BX), Y15, Y4
+	VFMADD231PS  32(BX), Y15, Y5
+	VFMADD231PS  64(BX), Y15, Y6
+	VFMADD231PS  96(BX), Y15, Y7
+	VFMADD231PS  (DX), Y15, Y8
+	VFMADD231PS  32(DX), Y15, Y9
+	VFMADD231PS  64(DX), Y15, Y10
+	VFMADD231PS  96(DX), Y15, Y11
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VMOVUPS      Y4, 128(AX)
+	VMOVUPS      Y5, 160(AX)
+	VMOVUPS      Y6, 192(AX)
+	VMOVUPS      Y7, 224(AX)
+	VMOVUPS      Y8, 256(AX)
+	VMOVUPS      Y9, 288(AX)
+	VMOVUPS      Y10, 320(AX)
+	VMOVUPS      Y11, 352(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m1v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m1v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a+8(FP), CX
+	MOVQ   b+24(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	VBROADCASTSS (CX), Y2
+	VFMADD231PS  (DX), Y2, Y0
+	VFMADD231PS  32(DX), Y2, Y1
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m1v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m1v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    a+8(FP), CX
+	MOVQ    b+24(FP), DX
+	MOVQ    c+40(FP), BX
+	MOVQ    ldc+48(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+
+loop:
+	VBROADCASTSS (CX), Y2
+	VFMADD231PS  (DX), Y2, Y0
+	VFMADD231PS  32(DX), Y2, Y1
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m2v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m2v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	VBROADCASTSS (BX), Y4
+	VFMADD231PS  (SI), Y4, Y0
+	VFMADD231PS  32(SI), Y4, Y1
+	VBROADCASTSS (BX)(CX*1), Y4
+	VFMADD231PS  (SI)(DX*1), Y4, Y2
+	VFMADD231PS  32(SI)(DX*1), Y4, Y3
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m2v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m2v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y2
+	VMOVUPS 32(DI), Y3
+
+loop:
+	VBROADCASTSS (BX), Y4
+	VFMADD231PS  (SI), Y4, Y0
+	VFMADD231PS  32(SI), Y4, Y1
+	VBROADCASTSS (BX)(CX*1), Y4
+	VFMADD231PS  (SI)(DX*1), Y4, Y2
+	VFMADD231PS  32(SI)(DX*1), Y4, Y3
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m3v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m3v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+
+loop:
+	VBROADCASTSS (BX), Y6
+	VFMADD231PS  (SI), Y6, Y0
+	VFMADD231PS  32(SI), Y6, Y1
+	VBROADCASTSS (BX)(CX*1), Y6
+	VFMADD231PS  (SI)(DX*1), Y6, Y2
+	VFMADD231PS  32(SI)(DX*1), Y6, Y3
+	VBROADCASTSS (BX)(CX*2), Y6
+	VFMADD231PS  (SI)(DX*2), Y6, Y4
+	VFMADD231PS  32(SI)(DX*2), Y6, Y5
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m3v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m3v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y2
+	VMOVUPS 32(DI), Y3
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y4
+	VMOVUPS 32(DI), Y5
+
+loop:
+	VBROADCASTSS (BX), Y6
+	VFMADD231PS  (SI), Y6, Y0
+	VFMADD231PS  32(SI), Y6, Y1
+	VBROADCASTSS (BX)(CX*1), Y6
+	VFMADD231PS  (SI)(DX*1), Y6, Y2
+	VFMADD231PS  32(SI)(DX*1), Y6, Y3
+	VBROADCASTSS (BX)(CX*2), Y6
+	VFMADD231PS  (SI)(DX*2), Y6, Y4
+	VFMADD231PS  32(SI)(DX*2), Y6, Y5
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m4v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m4v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+loop:
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  (DI), Y8, Y0
+	VFMADD231PS  32(DI), Y8, Y1
+	VBROADCASTSS (BX)(CX*1), Y8
+	VFMADD231PS  (DI)(DX*1), Y8, Y2
+	VFMADD231PS  32(DI)(DX*1), Y8, Y3
+	VBROADCASTSS (BX)(CX*2), Y8
+	VFMADD231PS  (DI)(DX*2), Y8, Y4
+	VFMADD231PS  32(DI)(DX*2), Y8, Y5
+	VBROADCASTSS (SI), Y8
+	VFMADD231PS  (R8), Y8, Y6
+	VFMADD231PS  32(R8), Y8, Y7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m4v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m4v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y2
+	VMOVUPS 32(R9), Y3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y4
+	VMOVUPS 32(R9), Y5
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y6
+	VMOVUPS 32(R9), Y7
+
+loop:
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  (DI), Y8, Y0
+	VFMADD231PS  32(DI), Y8, Y1
+	VBROADCASTSS (BX)(CX*1), Y8
+	VFMADD231PS  (DI)(DX*1), Y8, Y2
+	VFMADD231PS  32(DI)(DX*1), Y8, Y3
+	VBROADCASTSS (BX)(CX*2), Y8
+	VFMADD231PS  (DI)(DX*2), Y8, Y4
+	VFMADD231PS  32(DI)(DX*2), Y8, Y5
+	VBROADCASTSS (SI), Y8
+	VFMADD231PS  (R8), Y8, Y6
+	VFMADD231PS  32(R8), Y8, Y7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m5v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m5v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+
+loop:
+	VBROADCASTSS (BX), Y10
+	VFMADD231PS  (DI), Y10, Y0
+	VFMADD231PS  32(DI), Y10, Y1
+	VBROADCASTSS (BX)(CX*1), Y10
+	VFMADD231PS  (DI)(DX*1), Y10, Y2
+	VFMADD231PS  32(DI)(DX*1), Y10, Y3
+	VBROADCASTSS (BX)(CX*2), Y10
+	VFMADD231PS  (DI)(DX*2), Y10, Y4
+	VFMADD231PS  32(DI)(DX*2), Y10, Y5
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  (R8), Y10, Y6
+	VFMADD231PS  32(R8), Y10, Y7
+	VBROADCASTSS (SI)(CX*1), Y10
+	VFMADD231PS  (R8)(DX*1), Y10, Y8
+	VFMADD231PS  32(R8)(DX*1), Y10, Y9
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m5v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m5v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y2
+	VMOVUPS 32(R9), Y3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y4
+	VMOVUPS 32(R9), Y5
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y6
+	VMOVUPS 32(R9), Y7
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y8
+	VMOVUPS 32(R9), Y9
+
+loop:
+	VBROADCASTSS (BX), Y10
+	VFMADD231PS  (DI), Y10, Y0
+	VFMADD231PS  32(DI), Y10, Y1
+	VBROADCASTSS (BX)(CX*1), Y10
+	VFMADD231PS  (DI)(DX*1), Y10, Y2
+	VFMADD231PS  32(DI)(DX*1), Y10, Y3
+	VBROADCASTSS (BX)(CX*2), Y10
+	VFMADD231PS  (DI)(DX*2), Y10, Y4
+	VFMADD231PS  32(DI)(DX*2), Y10, Y5
+	VBROADCASTSS (SI), Y10
+	VFMADD231PS  (R8), Y10, Y6
+	VFMADD231PS  32(R8), Y10, Y7
+	VBROADCASTSS (SI)(CX*1), Y10
+	VFMADD231PS  (R8)(DX*1), Y10, Y8
+	VFMADD231PS  32(R8)(DX*1), Y10, Y9
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m6v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m6v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   b+24(FP), DI
+	LEAQ   (DI)(DX*2), R8
+	ADDQ   DX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loop:
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  (DI), Y12, Y0
+	VFMADD231PS  32(DI), Y12, Y1
+	VBROADCASTSS (BX)(CX*1), Y12
+	VFMADD231PS  (DI)(DX*1), Y12, Y2
+	VFMADD231PS  32(DI)(DX*1), Y12, Y3
+	VBROADCASTSS (BX)(CX*2), Y12
+	VFMADD231PS  (DI)(DX*2), Y12, Y4
+	VFMADD231PS  32(DI)(DX*2), Y12, Y5
+	VBROADCASTSS (SI), Y12
+	VFMADD231PS  (R8), Y12, Y6
+	VFMADD231PS  32(R8), Y12, Y7
+	VBROADCASTSS (SI)(CX*1), Y12
+	VFMADD231PS  (R8)(DX*1), Y12, Y8
+	VFMADD231PS  32(R8)(DX*1), Y12, Y9
+	VBROADCASTSS (SI)(CX*2), Y12
+	VFMADD231PS  (R8)(DX*2), Y12, Y10
+	VFMADD231PS  32(R8)(DX*2), Y12, Y11
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      Y11, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m6v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m6v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	MOVQ    b+24(FP), DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    c+40(FP), R9
+	MOVQ    ldc+48(FP), R10
+	SHLQ    $0x02, R10
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y2
+	VMOVUPS 32(R9), Y3
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y4
+	VMOVUPS 32(R9), Y5
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y6
+	VMOVUPS 32(R9), Y7
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y8
+	VMOVUPS 32(R9), Y9
+	ADDQ    R10, R9
+	VMOVUPS (R9), Y10
+	VMOVUPS 32(R9), Y11
+
+loop:
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  (DI), Y12, Y0
+	VFMADD231PS  32(DI), Y12, Y1
+	VBROADCASTSS (BX)(CX*1), Y12
+	VFMADD231PS  (DI)(DX*1), Y12, Y2
+	VFMADD231PS  32(DI)(DX*1), Y12, Y3
+	VBROADCASTSS (BX)(CX*2), Y12
+	VFMADD231PS  (DI)(DX*2), Y12, Y4
+	VFMADD231PS  32(DI)(DX*2), Y12, Y5
+	VBROADCASTSS (SI), Y12
+	VFMADD231PS  (R8), Y12, Y6
+	VFMADD231PS  32(R8), Y12, Y7
+	VBROADCASTSS (SI)(CX*1), Y12
+	VFMADD231PS  (R8)(DX*1), Y12, Y8
+	VFMADD231PS  32(R8)(DX*1), Y12, Y9
+	VBROADCASTSS (SI)(CX*2), Y12
+	VFMADD231PS  (R8)(DX*2), Y12, Y10
+	VFMADD231PS  32(R8)(DX*2), Y12, Y11
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x00000080, R8
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      Y11, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m7v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m7v2(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	LEAQ   (SI)(CX*2), DI
+	ADDQ   CX, DI
+	MOVQ   b+24(FP), R8
+	LEAQ   (R8)(DX*2), R9
+	ADDQ   DX, R9
+	LEAQ   (R9)(DX*2), R10
+	ADDQ   DX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+
+loop:
+	VBROADCASTSS (BX), Y14
+	VFMADD231PS  (R8), Y14, Y0
+	VFMADD231PS  32(R8), Y14, Y1
+	VBROADCASTSS (BX)(CX*1), Y14
+	VFMADD231PS  (R8)(DX*1), Y14, Y2
+	VFMADD231PS  32(R8)(DX*1), Y14, Y3
+	VBROADCASTSS (BX)(CX*2), Y14
+	VFMADD231PS  (R8)(DX*2), Y14, Y4
+	VFMADD231PS  32(R8)(DX*2), Y14, Y5
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  (R9), Y14, Y6
+	VFMADD231PS  32(R9), Y14, Y7
+	VBROADCASTSS (SI)(CX*1), Y14
+	VFMADD231PS  (R9)(DX*1), Y14, Y8
+	VFMADD231PS  32(R9)(DX*1), Y14, Y9
+	VBROADCASTSS (SI)(CX*2), Y14
+	VFMADD231PS  (R9)(DX*2), Y14, Y10
+	VFMADD231PS  32(R9)(DX*2), Y14, Y11
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  (R10), Y14, Y12
+	VFMADD231PS  32(R10), Y14, Y13
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      Y11, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      Y13, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m7v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m7v2acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	LEAQ    (BX)(CX*2), SI
+	ADDQ    CX, SI
+	LEAQ    (SI)(CX*2), DI
+	ADDQ    CX, DI
+	MOVQ    b+24(FP), R8
+	LEAQ    (R8)(DX*2), R9
+	ADDQ    DX, R9
+	LEAQ    (R9)(DX*2), R10
+	ADDQ    DX, R10
+	MOVQ    c+40(FP), R11
+	MOVQ    ldc+48(FP), R12
+	SHLQ    $0x02, R12
+	VMOVUPS (R11), Y0
+	VMOVUPS 32(R11), Y1
+	ADDQ    R12, R11
+	VMOVUPS (R11), Y2
+	VMOVUPS 32(R11), Y3
+	ADDQ    R12, R11
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R11), Y5
+	ADDQ    R12, R11
+	VMOVUPS (R11), Y6
+	VMOVUPS 32(R11), Y7
+	ADDQ    R12, R11
+	VMOVUPS (R11), Y8
+	VMOVUPS 32(R11), Y9
+	ADDQ    R12, R11
+	VMOVUPS (R11), Y10
+	VMOVUPS 32(R11), Y11
+	ADDQ    R12, R11
+	VMOVUPS (R11), Y12
+	VMOVUPS 32(R11), Y13
+
+loop:
+	VBROADCASTSS (BX), Y14
+	VFMADD231PS  (R8), Y14, Y0
+	VFMADD231PS  32(R8), Y14, Y1
+	VBROADCASTSS (BX)(CX*1), Y14
+	VFMADD231PS  (R8)(DX*1), Y14, Y2
+	VFMADD231PS  32(R8)(DX*1), Y14, Y3
+	VBROADCASTSS (BX)(CX*2), Y14
+	VFMADD231PS  (R8)(DX*2), Y14, Y4
+	VFMADD231PS  32(R8)(DX*2), Y14, Y5
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  (R9), Y14, Y6
+	VFMADD231PS  32(R9), Y14, Y7
+	VBROADCASTSS (SI)(CX*1), Y14
+	VFMADD231PS  (R9)(DX*1), Y14, Y8
+	VFMADD231PS  32(R9)(DX*1), Y14, Y9
+	VBROADCASTSS (SI)(CX*2), Y14
+	VFMADD231PS  (R9)(DX*2), Y14, Y10
+	VFMADD231PS  32(R9)(DX*2), Y14, Y11
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  (R10), Y14, Y12
+	VFMADD231PS  32(R10), Y14, Y13
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x00000080, R9
+	ADDQ         $0x00000080, R10
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	VMOVUPS      Y7, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y10, (AX)
+	VMOVUPS      Y11, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	VMOVUPS      Y13, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m1v4(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m1v4(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   a+8(FP), CX
+	MOVQ   b+24(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  (DX), Y4, Y0
+	VFMADD231PS  32(DX), Y4, Y1
+	VFMADD231PS  64(DX), Y4, Y2
+	VFMADD231PS  96(DX), Y4, Y3
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m1v4acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m1v4acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    a+8(FP), CX
+	MOVQ    b+24(FP), DX
+	MOVQ    c+40(FP), BX
+	MOVQ    ldc+48(FP), SI
+	SHLQ    $0x02, SI
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+
+loop:
+	VBROADCASTSS (CX), Y4
+	VFMADD231PS  (DX), Y4, Y0
+	VFMADD231PS  32(DX), Y4, Y1
+	VFMADD231PS  64(DX), Y4, Y2
+	VFMADD231PS  96(DX), Y4, Y3
+	ADDQ         $0x00000004, CX
+	ADDQ         $0x00000080, DX
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m2v4(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m2v4(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+loop:
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  (SI), Y8, Y0
+	VFMADD231PS  32(SI), Y8, Y1
+	VFMADD231PS  64(SI), Y8, Y2
+	VFMADD231PS  96(SI), Y8, Y3
+	VBROADCASTSS (BX)(CX*1), Y8
+	VFMADD231PS  (SI)(DX*1), Y8, Y4
+	VFMADD231PS  32(SI)(DX*1), Y8, Y5
+	VFMADD231PS  64(SI)(DX*1), Y8, Y6
+	VFMADD231PS  96(SI)(DX*1), Y8, Y7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m2v4acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m2v4acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y4
+	VMOVUPS 32(DI), Y5
+	VMOVUPS 64(DI), Y6
+	VMOVUPS 96(DI), Y7
+
+loop:
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  (SI), Y8, Y0
+	VFMADD231PS  32(SI), Y8, Y1
+	VFMADD231PS  64(SI), Y8, Y2
+	VFMADD231PS  96(SI), Y8, Y3
+	VBROADCASTSS (BX)(CX*1), Y8
+	VFMADD231PS  (SI)(DX*1), Y8, Y4
+	VFMADD231PS  32(SI)(DX*1), Y8, Y5
+	VFMADD231PS  64(SI)(DX*1), Y8, Y6
+	VFMADD231PS  96(SI)(DX*1), Y8, Y7
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m3v4(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m3v4(SB), NOSPLIT, $0-56
+	MOVQ   k+0(FP), AX
+	MOVQ   lda+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   bstride+32(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   a+8(FP), BX
+	MOVQ   b+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loop:
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  (SI), Y12, Y0
+	VFMADD231PS  32(SI), Y12, Y1
+	VFMADD231PS  64(SI), Y12, Y2
+	VFMADD231PS  96(SI), Y12, Y3
+	VBROADCASTSS (BX)(CX*1), Y12
+	VFMADD231PS  (SI)(DX*1), Y12, Y4
+	VFMADD231PS  32(SI)(DX*1), Y12, Y5
+	VFMADD231PS  64(SI)(DX*1), Y12, Y6
+	VFMADD231PS  96(SI)(DX*1), Y12, Y7
+	VBROADCASTSS (BX)(CX*2), Y12
+	VFMADD231PS  (SI)(DX*2), Y12, Y8
+	VFMADD231PS  32(SI)(DX*2), Y12, Y9
+	VFMADD231PS  64(SI)(DX*2), Y12, Y10
+	VFMADD231PS  96(SI)(DX*2), Y12, Y11
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	VMOVUPS      Y10, 64(AX)
+	VMOVUPS      Y11, 96(AX)
+	VZEROUPPER
+	RET
+
+// func rowsAVX2m3v4acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+// Requires: AVX, FMA3
+TEXT ·rowsAVX2m3v4acc(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    lda+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    bstride+32(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    a+8(FP), BX
+	MOVQ    b+24(FP), SI
+	MOVQ    c+40(FP), DI
+	MOVQ    ldc+48(FP), R8
+	SHLQ    $0x02, R8
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y4
+	VMOVUPS 32(DI), Y5
+	VMOVUPS 64(DI), Y6
+	VMOVUPS 96(DI), Y7
+	ADDQ    R8, DI
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VMOVUPS 64(DI), Y10
+	VMOVUPS 96(DI), Y11
+
+loop:
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  (SI), Y12, Y0
+	VFMADD231PS  32(SI), Y12, Y1
+	VFMADD231PS  64(SI), Y12, Y2
+	VFMADD231PS  96(SI), Y12, Y3
+	VBROADCASTSS (BX)(CX*1), Y12
+	VFMADD231PS  (SI)(DX*1), Y12, Y4
+	VFMADD231PS  32(SI)(DX*1), Y12, Y5
+	VFMADD231PS  64(SI)(DX*1), Y12, Y6
+	VFMADD231PS  96(SI)(DX*1), Y12, Y7
+	VBROADCASTSS (BX)(CX*2), Y12
+	VFMADD231PS  (SI)(DX*2), Y12, Y8
+	VFMADD231PS  32(SI)(DX*2), Y12, Y9
+	VFMADD231PS  64(SI)(DX*2), Y12, Y10
+	VFMADD231PS  96(SI)(DX*2), Y12, Y11
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000080, SI
+	DECQ         AX
+	JNZ          loop
+	MOVQ         c+40(FP), AX
+	MOVQ         ldc+48(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VMOVUPS      Y3, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	VMOVUPS      Y5, 32(AX)
+	VMOVUPS      Y6, 64(AX)
+	VMOVUPS      Y7, 96(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y8, (AX)
+	VMOVUPS      Y9, 32(AX)
+	VMOVUPS      Y10, 64(AX)
+	VMOVUPS      Y11, 96(AX)
+	VZEROUPPER
+	RET

@@ -223,3 +223,123 @@ func rowsAVX512m8v2(k int, a *float32, lda int, b *float32, bstride int, c *floa
 //
 //go:noescape
 func rowsAVX512m8v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// pgemmAVX2m1p1 sets C[i*ldc+q*32+j] = Σ_p A[i*lda+p]·B[q*bstride+p*32+j] for i < 1, q < 1, j < 32, p < k (k >= 1).
+//
+//go:noescape
+func pgemmAVX2m1p1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// pgemmAVX2m2p1 sets C[i*ldc+q*32+j] = Σ_p A[i*lda+p]·B[q*bstride+p*32+j] for i < 2, q < 1, j < 32, p < k (k >= 1).
+//
+//go:noescape
+func pgemmAVX2m2p1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// pgemmAVX2m3p1 sets C[i*ldc+q*32+j] = Σ_p A[i*lda+p]·B[q*bstride+p*32+j] for i < 3, q < 1, j < 32, p < k (k >= 1).
+//
+//go:noescape
+func pgemmAVX2m3p1(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// pgemmAVX2m1p3 sets C[i*ldc+q*32+j] = Σ_p A[i*lda+p]·B[q*bstride+p*32+j] for i < 1, q < 3, j < 32, p < k (k >= 1).
+//
+//go:noescape
+func pgemmAVX2m1p3(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m1v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m1v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m1v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m1v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m2v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m2v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m2v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m2v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m3v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m3v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m3v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m3v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m4v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 4, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m4v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m4v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 4, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m4v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m5v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 5, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m5v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m5v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 5, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m5v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m6v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 6, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m6v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m6v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 6, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m6v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m7v2 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 7, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m7v2(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m7v2acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 7, j < 16, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m7v2acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m1v4 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m1v4(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m1v4acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 1, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m1v4acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m2v4 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m2v4(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m2v4acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 2, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m2v4acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m3v4 sets C[i*ldc+j] = Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m3v4(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
+
+// rowsAVX2m3v4acc sets C[i*ldc+j] += Σ_p A[i*lda+p]·B[i*bstride+p*32+j] for i < 3, j < 32, p < k in order (k >= 1).
+//
+//go:noescape
+func rowsAVX2m3v4acc(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
