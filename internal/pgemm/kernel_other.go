@@ -2,4 +2,5 @@
 
 package pgemm
 
-func archKernels() (*kernelSet, string) { return nil, "" }
+// asmSets are the sets of kernels that run on this machine: none.
+func asmSets() []namedSet { return nil }

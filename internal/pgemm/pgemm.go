@@ -4,19 +4,26 @@
 // (internal/sgemm) packs W on every call and computes tiles of 12 rows;
 // at one to a few dozen rows that packing and those idle rows dominate.
 // Here W is packed once into panels of 32 output columns (Pack) and each
-// call runs an M×32 AVX-512 kernel (M = 1 … 8) reading x in place
-// (Packed.Mul), so no call packs anything. Rows is the product of a
-// decode step's attention: several rows each against a panel of its own
-// (one query row of each head against that head's keys), so that the
-// heads are independent chains in one call.
+// call runs kernels of up to 8 rows against one or several panels,
+// reading x in place (Packed.Mul), so no call packs anything. Rows is the
+// product of a decode step's attention: several rows each against a panel
+// of its own (one query row of each head against that head's keys), so
+// that the heads are independent chains in one call.
 //
 // The kernels are assembly generated with avo (asm/, its own module; `go
-// generate` rewrites kernel_amd64.s), chosen at run time with
-// golang.org/x/sys/cpu. Where AVX-512 is missing (or under the `purego`
-// build tag) Available reports false and callers use their BLAS; the Go
-// emulation of the kernels' contract (kernelGo) is what the tests compare
-// the assembly with. The environment variable GPTLAB_PGEMM=off turns the
-// kernels off, for comparisons.
+// generate` rewrites kernel_amd64.s) for AVX-512 (a row of a panel is two
+// ZMM vectors; kernels of up to 8 rows) and for AVX2+FMA (four YMM
+// vectors; kernels of up to 3 rows of a panel, and for Rows up to 7 rows
+// of 16 columns or 3 of 32, more rows run as groups of those), chosen at
+// run time with golang.org/x/sys/cpu: AVX-512 where the CPU has it, else
+// AVX2 with FMA.
+// Every kernel computes each element of C as one chain of fused
+// multiply-adds over p in order, so both give the same bits, and so does
+// the Go emulation of that contract (kernelGo, rowsGo), which the tests
+// compare every kernel with. Where neither runs (or under the `purego`
+// build tag) Available reports false and callers use their BLAS; Tile and
+// Rows then run the emulation. The environment variable GPTLAB_PGEMM=off
+// turns the kernels off, for comparisons.
 //
 // It owns no model: callers (models' paged forward) decide which weights
 // to pack.
@@ -40,43 +47,50 @@ const nr = 32
 // multiply-adds.
 type kernelFunc func(k int, a *float32, lda int, b *float32, bstride int, c *float32, ldc int)
 
-// kernelSet holds the kernels by rows (index m-1): of one panel, and of
-// panelsFor(m) panels for m <= 4 (nil beyond); and the row-panel kernels
-// of Rows by rows, vectors (index v-1: 16 or 32 columns) and whether they
-// accumulate into C.
+// kernelSet holds the kernels by rows (index m-1): of one panel; of
+// several panels at once (wide; Mul runs them before the one-panel
+// kernels, and a zero panel count means none); and the row-panel kernels
+// of Rows by rows, width (index w/16-1: 16 or 32 columns) and whether
+// they accumulate into C. A set of assembly may run a kernel of many rows
+// as groups of fewer (groupRows): each row's result is its own, so the
+// bits are the same.
 type kernelSet struct {
-	one, wide [maxRows]kernelFunc
-	rows      [maxRows][nr / lanes][2]kernelFunc
+	one  [maxRows]kernelFunc
+	wide [maxRows]wideKernel
+	rows [maxRows][nr / half][2]kernelFunc
 }
 
-// lanes is the float32 lanes of one vector: Rows computes 16 or 32 columns.
-const lanes = 16
-
-// panelsFor is the panels the wide kernel of m rows computes at once: a
-// row of few accumulators needs several panels for independent chains.
-func panelsFor(m int) int {
-	switch {
-	case m <= 2:
-		return 4
-	case m <= 4:
-		return 2
-	}
-	return 1
+// wideKernel is a kernel of several panels.
+type wideKernel struct {
+	panels int
+	f      kernelFunc
 }
+
+// half is half a panel: Rows computes 16 or 32 columns.
+const half = nr / 2
 
 var kernels, kernelName = choose()
 
+// namedSet is a set of kernels and its name, for Kernel.
+type namedSet struct {
+	name string
+	ks   *kernelSet
+}
+
+// choose is the fastest set that runs here, unless GPTLAB_PGEMM=off.
 func choose() (*kernelSet, string) {
-	if os.Getenv("GPTLAB_PGEMM") == "off" {
+	sets := asmSets()
+	if os.Getenv("GPTLAB_PGEMM") == "off" || len(sets) == 0 {
 		return nil, ""
 	}
-	return archKernels()
+	return sets[0].ks, sets[0].name
 }
 
 // Available reports whether the kernels run on this machine.
 func Available() bool { return kernels != nil }
 
-// Kernel names the kernel in use ("avx512"), or "" when none is.
+// Kernel names the kernels in use ("avx512" or "avx2"), or "" when none
+// are.
 func Kernel() string { return kernelName }
 
 // Packed is W [out, in] packed for y = x·Wᵀ: ceil(out/32) panels, panel q
@@ -123,9 +137,9 @@ func (p *Packed) mul(ks *kernelSet, y, x []float32, m int) {
 		r := min(maxRows, m-i)
 		a := &x[i*in]
 		q := 0
-		if P := panelsFor(r); P > 1 {
-			for ; q+P <= full; q += P {
-				ks.wide[r-1](in, a, in, &p.panels[q*stride], stride, &y[i*out+q*nr], out)
+		if wk := ks.wide[r-1]; wk.panels > 1 {
+			for ; q+wk.panels <= full; q += wk.panels {
+				wk.f(in, a, in, &p.panels[q*stride], stride, &y[i*out+q*nr], out)
 			}
 		}
 		for ; q < full; q++ {
@@ -140,22 +154,23 @@ func (p *Packed) mul(ks *kernelSet, y, x []float32, m int) {
 	}
 }
 
-// goKernels emulate the kernels' contract in Go, for every row count and
-// panel count the assembly has.
+// goKernels emulate the kernels' contract in Go: of one panel, and of
+// several for up to four rows (three panels for one row as on AVX2, four
+// for two and two for three or four as on AVX-512).
 var goKernels = func() (ks kernelSet) {
 	for r := range maxRows {
 		ks.one[r] = func(k int, a *float32, lda int, b *float32, bs int, c *float32, ldc int) {
 			kernelGo(r+1, 1, k, a, lda, b, bs, c, ldc)
 		}
-		if P := panelsFor(r + 1); P > 1 {
-			ks.wide[r] = func(k int, a *float32, lda int, b *float32, bs int, c *float32, ldc int) {
+		if P := [maxRows]int{3, 4, 2, 2}[r]; P > 1 {
+			ks.wide[r] = wideKernel{P, func(k int, a *float32, lda int, b *float32, bs int, c *float32, ldc int) {
 				kernelGo(r+1, P, k, a, lda, b, bs, c, ldc)
-			}
+			}}
 		}
-		for v := range nr / lanes {
+		for v := range nr / half {
 			for acc := range 2 {
 				ks.rows[r][v][acc] = func(k int, a *float32, lda int, b *float32, bs int, c *float32, ldc int) {
-					rowsGo(r+1, lanes*(v+1), acc == 1, k, a, lda, b, bs, c, ldc)
+					rowsGo(r+1, half*(v+1), acc == 1, k, a, lda, b, bs, c, ldc)
 				}
 			}
 		}
@@ -214,7 +229,10 @@ func Tile(c []float32, ldc int, a []float32, lda int, m, k int, panel []float32)
 	if k < 1 || len(panel) < k*nr || len(a) < (m-1)*lda+k || len(c) < (m-1)*ldc+nr {
 		panic(fmt.Sprintf("pgemm: tile of %d rows, depth %d: a %d, panel %d, c %d", m, k, len(a), len(panel), len(c)))
 	}
-	ks := kernels
+	tile(kernels, c, ldc, a, lda, m, k, panel)
+}
+
+func tile(ks *kernelSet, c []float32, ldc int, a []float32, lda int, m, k int, panel []float32) {
 	if ks == nil {
 		ks = &goKernels
 	}
@@ -239,7 +257,7 @@ func rows(ks *kernelSet, c []float32, ldc int, a []float32, lda int, b []float32
 	if m == 0 {
 		return
 	}
-	if k < 1 || (w != lanes && w != nr) || len(a) < (m-1)*lda+k || len(b) < (m-1)*bstride+(k-1)*nr+w || len(c) < (m-1)*ldc+w {
+	if k < 1 || (w != half && w != nr) || len(a) < (m-1)*lda+k || len(b) < (m-1)*bstride+(k-1)*nr+w || len(c) < (m-1)*ldc+w {
 		panic(fmt.Sprintf("pgemm: rows of %d rows, depth %d, width %d: a %d, b %d, c %d", m, k, w, len(a), len(b), len(c)))
 	}
 	if ks == nil {
@@ -251,7 +269,7 @@ func rows(ks *kernelSet, c []float32, ldc int, a []float32, lda int, b []float32
 	}
 	for i := 0; i < m; i += maxRows {
 		r := min(maxRows, m-i)
-		ks.rows[r-1][w/lanes-1][ac](k, &a[i*lda], lda, &b[i*bstride], bstride, &c[i*ldc], ldc)
+		ks.rows[r-1][w/half-1][ac](k, &a[i*lda], lda, &b[i*bstride], bstride, &c[i*ldc], ldc)
 	}
 }
 
