@@ -13,13 +13,13 @@ import (
 
 // paged_linear.go: the linear layers of the paged forward, y = x·Wᵀ + b
 // over the stacked rows of a ragged batch. The weights are packed once
-// for internal/pgemm's kernels where they run (AVX-512): no call packs
+// for internal/pgemm's kernels where they run (AVX-512, or AVX2 with FMA): no call packs
 // anything, and a decode step's few rows cost no idle tile rows. Elsewhere
 // (or with GPTLAB_PGEMM=off) the products go to the BLAS every graph of
 // the process uses (blas.go).
 
 // PagedKernel names what runs the paged forward's linear layers:
-// "pgemm/avx512" or the BLAS (BLAS()).
+// "pgemm/avx512", "pgemm/avx2" or the BLAS (BLAS()).
 func PagedKernel() string {
 	if pgemm.Available() {
 		return "pgemm/" + pgemm.Kernel()
