@@ -57,7 +57,7 @@ type benchConfig struct {
 const heapMetric = "/memory/classes/heap/objects:bytes"
 
 // benchDefaults: the small preset on the planned arena with gptlab's GEMM.
-var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm", Prec: "f32", Streams: "1"}
+var benchDefaults = benchConfig{Config: "small", Warmup: 2, Exec: "arena", BLAS: "sgemm", Prec: "f32", Streams: "auto"}
 
 // maxBenchSteps bounds --steps.
 const maxBenchSteps = 100_000
@@ -168,10 +168,12 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 		return nil, lab.Usagef("--set streams=%s: want 1, 2 or auto", bc.Streams)
 	}
 	if streams != models.OneStream {
-		if bc.Exec != "arena" {
+		switch {
+		case bc.Exec == "arena":
+			opts = append(opts, models.WithStreams(streams))
+		case bc.Streams == "2":
 			return nil, lab.Usagef("--set streams=%s: two streams run on the arena, not with --set executor=%s", bc.Streams, bc.Exec)
 		}
-		opts = append(opts, models.WithStreams(streams))
 	}
 	p := models.NewParams(mc, seed)
 	m, err := models.NewModel(mc, p, mc.Batch, mc.Block, true, opts...)

@@ -401,6 +401,10 @@ func TestBenchTrainStreams(t *testing.T) {
 			t.Errorf("streams=%s: measured runs reported %v", s, measured)
 		}
 	}
+	// auto, the default, means one stream on the TapeMachine.
+	if code, _, errs := runMain("bench", "train", "--set", "config=tiny", "--steps", "1", "--set", "executor=tape"); code != 0 {
+		t.Errorf("bench train --set executor=tape: exit %d: %s", code, errs)
+	}
 	for _, sets := range [][]string{{"streams=3"}, {"streams=2", "executor=tape"}} {
 		args := []string{"bench", "train", "--set", "config=tiny", "--steps", "1"}
 		for _, s := range sets {
