@@ -50,7 +50,7 @@ type engineConfig struct {
 	GoodputLoads  []float64     `set:"goodput-loads" help:"goodput runs' rates as fractions of that workload's capacity"`
 	GoodputCV     float64       `set:"goodput-cv" help:"goodput runs' arrival burstiness (CV of the gaps; 1: Poisson)"`
 	GoodputReqs   int           `set:"goodput-requests" help:"requests per goodput run"`
-	GoodputBudget time.Duration `set:"goodput-budget" help:"time the 2x check may spend on rounds past its first ten, while inconclusive"`
+	GoodputBudget time.Duration `set:"goodput-budget" help:"time the goodput check may spend on rounds past its first ten, while inconclusive"`
 	SLOTTFT       time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 10 batch-1 decode iterations, see the report)"`
 	SLOTPOT       time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 batch-32 decode iterations)"`
 	Threads       int           `set:"threads" help:"PyTorch's threads (the engine runs on one)"`
