@@ -102,6 +102,12 @@ func (t RatioTarget) Sample(ctx context.Context, have []float64, round func() (f
 	}
 }
 
+// TargetWord says a verdict as a target stated beside the checks rather
+// than as one of them: met, missed or undecided.
+func TargetWord(v reports.Verdict) string {
+	return map[reports.Verdict]string{reports.Pass: "met", reports.Fail: "missed", reports.Inconclusive: "undecided"}[v]
+}
+
 // Decide is the verdict of rounds already measured, one look at 95%.
 func (t RatioTarget) Decide(xs []float64) reports.Timing {
 	return t.timing(xs, 1-timedLevel)

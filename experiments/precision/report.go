@@ -174,7 +174,7 @@ func precisionChecks(r *reports.Report, runs []*policyRun, gemm gemmRates) {
 		steps = append(steps, float64(bf16.stepTimes[i])/float64(f32.stepTimes[i]))
 	}
 	tm := lab.RatioTarget{Target: 1 / stepSpeedup}.Decide(steps)
-	word := map[reports.Verdict]string{reports.Pass: "met", reports.Fail: "missed", reports.Inconclusive: "undecided"}[tm.Verdict()]
+	word := lab.TargetWord(tm.Verdict())
 	r.Note("Speed target, bf16 training step at least %.1fx faster than f32's: %s. Step i's time over f32's step i "+
 		"(%s on VDPBF16PS/AMX): median %.3fx, 95%% interval %.3fx to %.3fx over %d steps (target at most %.3fx); "+
 		"%.2f ms against %.2f ms (medians).", stepSpeedup, word, gemm.hardwareShare(), tm.Median, tm.Low, tm.High, tm.Rounds,

@@ -31,7 +31,7 @@ import (
 // iteration's time divides between its overhead and its rows. On AVX-512
 // (Zen 5) a and c were about equal and the engine measured 3.4-3.6x; on
 // an AVX2 core a row costs about twice the overhead (the products run at
-// a quarter of the rate) and it measured 1.5-1.9x. So the check is that
+// a quarter of the rate) and it measured 1.5-2.1x. So the check is that
 // continuous batching wins at all, which holds on any CPU unless the
 // scheduling is wrong; the 2x target is decided on the same rounds and
 // stated beside it as met, missed or undecided. The same runs scored
@@ -63,9 +63,9 @@ type gpoint struct {
 }
 
 // goodput sweeps the goodput workload's rates under fixed and continuous
-// batching, finds fixed's peak, decides there over rounds
-// of fresh arrivals, and puts the simulator (the cost model fitted in the
-// latency section) and the control beside it.
+// batching, finds fixed's peak, decides there over rounds of fresh
+// arrivals, and puts the simulator (the cost model fitted in the latency
+// section) and the control beside it.
 func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, prefillTPS float64) error {
 	cfg := el.cfg
 	if el.step1 == 0 {
@@ -209,7 +209,7 @@ func goodputTargetNote(r *reports.Report, rounds []*gpoint) {
 		xs = append(xs, ratio(p.fixedG, p.contG))
 	}
 	tm := lab.RatioTarget{Target: 1.0 / goodputTarget}.Decide(xs)
-	word := map[reports.Verdict]string{reports.Pass: "met", reports.Fail: "missed", reports.Inconclusive: "undecided"}[tm.Verdict()]
+	word := lab.TargetWord(tm.Verdict())
 	r.Note("Goodput target, continuous batching at least %dx fixed's at fixed's peak rate: %s. Fixed's goodput over continuous's: "+
 		"median %.3fx, 95%% interval %.3fx to %.3fx over %d rounds (target at most %.3fx). The ratio goes as a/(a + c), an iteration's "+
 		"overhead a against its cost c a row (the latency section's fit): where the rows' arithmetic dominates, as on a CPU without "+
