@@ -262,7 +262,7 @@ type gemmRates struct {
 	runs   int
 	// linear is models.GEMMPath of the bf16 policy; mode bf16gemm's
 	// (auto or a forced path); choices the calibrations of the step's
-	// products (GemmF32's), empty where a path was forced or none ran.
+	// products, empty where a path was forced or none ran.
 	linear, mode string
 	choices      []bf16gemm.Choice
 }
@@ -271,11 +271,7 @@ type gemmRates struct {
 // training, before measureGEMMs forces paths).
 func stepGEMMs(g *gemmRates, bf16 precision.Policy) {
 	g.linear, g.mode = models.GEMMPath(bf16), bf16gemm.Mode()
-	for _, c := range bf16gemm.Choices() {
-		if c.F32 {
-			g.choices = append(g.choices, c)
-		}
-	}
+	g.choices = bf16gemm.Choices()
 }
 
 // hardware reports whether some product of the bf16 step ran on
@@ -362,9 +358,10 @@ func addCalibrationTable(r *reports.Report, g gemmRates) {
 	}
 	r.Metric("gemm_hardware_shapes", hw)
 	t.Note("Timed by bf16gemm on first use of each shape (the best of at least %d interleaved calls of each path, on "+
-		"float32 operands holding bf16 values, the conversions to bf16 included), once for the process; a hardware "+
-		"path is chosen where it beats widen (internal/sgemm on the float32 operands) by more than 3%%. "+
-		"GPTLAB_BF16=widen|avx512bf16|amx forces one.", rounds)
+		"bf16 operands, as the step's products mostly read them), once for the process; a hardware path is chosen "+
+		"where it beats widen (the operands widened to float32 and multiplied by internal/sgemm) by more than 3%%. "+
+		"A product whose operand the step holds as float32 (its cast up has a reader that needs it) converts it on a "+
+		"hardware path. GPTLAB_BF16=widen|avx512bf16|amx forces one.", rounds)
 }
 
 // largestShape is the index of the shape of most work.

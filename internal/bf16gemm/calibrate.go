@@ -14,7 +14,8 @@ import (
 // the Xeons measured, and where the kernel is faster its packing can
 // still cost more than it saves on a product of few columns. So no path
 // is preferred by rule: on the first product of each shape (m, n, k, the
-// transposes, the operands' type and the goroutines it splits over) every
+// transposes and the goroutines it splits over; not how the operands are
+// held, so that Gemm, GemmF32 and GemmMixed agree bit for bit) every
 // path this machine runs is timed on that shape, a few interleaved calls
 // each on operands of the shape's size, and the shape keeps the fastest
 // for the process. A shape costs a few milliseconds once (the baby GPT's
@@ -22,9 +23,11 @@ import (
 // deterministic for a given choice, and the choices are named in every
 // report (Path) and listed with their times (Choices).
 
-// shapeKey is a product's shape as calibration tells them apart.
+// shapeKey is a product's shape as calibration tells them apart. How its
+// operands are held (bf16 bits or float32) is not part of it: Gemm,
+// GemmF32 and GemmMixed take one path per shape, so that a product gives
+// the same bits whichever way its operands come.
 type shapeKey struct {
-	f32     bool // GemmF32's (float32 operands) rather than Gemm's
 	aT, bT  bool
 	m, n, k int
 	threads int
@@ -33,7 +36,6 @@ type shapeKey struct {
 // Choice is one shape's calibration: the time of a call on each path this
 // machine runs (the best of the rounds) and the path chosen.
 type Choice struct {
-	F32            bool // operands as float32 (GemmF32), else bf16 (Gemm)
 	ATrans, BTrans bool
 	M, N, K        int
 	Threads        int
@@ -60,15 +62,11 @@ func (c Choice) Form() string {
 }
 
 func (c Choice) String() string {
-	in := "bf16"
-	if c.F32 {
-		in = "f32"
-	}
 	th := "1 thread"
 	if c.Threads > 1 {
 		th = fmt.Sprintf("%d threads", c.Threads)
 	}
-	return fmt.Sprintf("%s %d×%d×%d (%s operands, %s): %s", c.Form(), c.M, c.N, c.K, in, th, c.Path)
+	return fmt.Sprintf("%s %d×%d×%d (%s): %s", c.Form(), c.M, c.N, c.K, th, c.Path)
 }
 
 // Choices lists the shapes calibrated so far, in order of shape.
@@ -80,7 +78,7 @@ func Choices() []Choice {
 		cs = append(cs, *c)
 	}
 	slices.SortFunc(cs, func(a, b Choice) int {
-		for _, d := range []int{b2i(a.F32) - b2i(b.F32), b2i(a.ATrans) - b2i(b.ATrans), b2i(a.BTrans) - b2i(b.BTrans),
+		for _, d := range []int{b2i(a.ATrans) - b2i(b.ATrans), b2i(a.BTrans) - b2i(b.BTrans),
 			a.M - b.M, a.N - b.N, a.K - b.K, a.Threads - b.Threads} {
 			if d != 0 {
 				return d
@@ -129,7 +127,7 @@ var clock = func(p pathImpl, f func()) float64 {
 
 // calibrate times every candidate on key's shape and returns the choice.
 func calibrate(key shapeKey, cands []pathImpl) *Choice {
-	c := &Choice{F32: key.f32, ATrans: key.aT, BTrans: key.bT, M: key.m, N: key.n, K: key.k, Threads: key.threads}
+	c := &Choice{ATrans: key.aT, BTrans: key.bT, M: key.m, N: key.n, K: key.k, Threads: key.threads}
 	calls := calibrationCalls(key, cands)
 	best := make([]float64, len(cands))
 	for i := range best {
@@ -154,9 +152,12 @@ func calibrate(key shapeKey, cands []pathImpl) *Choice {
 	return c
 }
 
-// calibrationCalls are key's product on each candidate path, on operands
-// of its shape with tight strides and fixed values (normal-ish numbers
-// rounded to bf16; the kernels' speed does not depend on them).
+// calibrationCalls are key's product on each candidate path, on bf16
+// operands of its shape with tight strides and fixed values (normal-ish
+// numbers rounded to bf16; the kernels' speed does not depend on them).
+// The bf16 policy's products read most operands as bf16 bits, so that is
+// how they are timed; one held as float32 adds its conversion (packed
+// paths) where widen takes it as it is.
 func calibrationCalls(key shapeKey, cands []pathImpl) []func() {
 	seed := uint32(7)
 	val := func() float32 {
@@ -180,17 +181,12 @@ func calibrationCalls(key shapeKey, cands []pathImpl) []func() {
 	o.a, o.b = make([]uint16, na), make([]uint16, nb)
 	precision.EncodeBF16(o.a, a32)
 	precision.EncodeBF16(o.b, b32)
-	precision.DecodeBF16(a32, o.a)
-	precision.DecodeBF16(b32, o.b)
 	o.c = make([]float32, key.m*key.n)
 	calls := make([]func(), len(cands))
 	for i, p := range cands {
-		switch {
-		case key.f32:
-			calls[i] = func() { runF32(p, o, a32, b32, key.threads) }
-		case p.kern == nil:
-			calls[i] = func() { widen(o) }
-		default:
+		if p.kern == nil {
+			calls[i] = func() { widen(o, Operand{U16: o.a}, Operand{U16: o.b}, na, nb) }
+		} else {
 			calls[i] = func() { run(p.kern, o, key.threads) }
 		}
 	}

@@ -186,10 +186,11 @@ func TestEnvForcesPath(t *testing.T) {
 	}
 }
 
-// TestGemmF32 checks GemmF32 on every path, forms and edge shapes: on
-// widen it is internal/sgemm on the same values bit for bit, on a packed
-// path the kernel's result on the operands' bf16 bits (Gemm's) bit for
-// bit, so the float32 entry converts exactly.
+// TestGemmF32 checks GemmF32 and GemmMixed's two mixed forms on every
+// path, forms and edge shapes: on widen they are internal/sgemm on the
+// same values bit for bit, on a packed path the kernel's result on the
+// operands' bf16 bits (Gemm's) bit for bit, so an operand gives the same
+// product held either way.
 func TestGemmF32(t *testing.T) {
 	var calls atomic.Int64
 	withPaths(t, []pathImpl{{"widen", nil}, countingDot(&calls), {"amx", emuAMXKernel(false)}}, nil)
@@ -211,12 +212,25 @@ func TestGemmF32(t *testing.T) {
 					gemmOf(o)
 					want = append(want[:0], o.c...)
 				}
-				got := make([]float32, len(o.c))
-				GemmF32(trans(f.aT), trans(f.bT), s.m, s.n, s.k, a32, o.lda, b32, o.ldb, got, o.ldc)
-				for i := range s.m {
-					for j := range s.n {
-						if g, w := got[i*o.ldc+j], want[i*o.ldc+j]; !sameBits(g, w) {
-							t.Fatalf("%s aT=%v bT=%v %v: C[%d,%d] = %v, want %v", name, f.aT, f.bT, s, i, j, g, w)
+				for _, in := range []struct {
+					what string
+					a, b Operand
+				}{
+					{"GemmF32", Operand{F32: a32}, Operand{F32: b32}},
+					{"GemmMixed(f32, bf16)", Operand{F32: a32}, Operand{U16: o.b}},
+					{"GemmMixed(bf16, f32)", Operand{U16: o.a}, Operand{F32: b32}},
+				} {
+					got := make([]float32, len(o.c))
+					if in.what == "GemmF32" {
+						GemmF32(trans(f.aT), trans(f.bT), s.m, s.n, s.k, a32, o.lda, b32, o.ldb, got, o.ldc)
+					} else {
+						GemmMixed(trans(f.aT), trans(f.bT), s.m, s.n, s.k, in.a, o.lda, in.b, o.ldb, got, o.ldc)
+					}
+					for i := range s.m {
+						for j := range s.n {
+							if g, w := got[i*o.ldc+j], want[i*o.ldc+j]; !sameBits(g, w) {
+								t.Fatalf("%s on %s aT=%v bT=%v %v: C[%d,%d] = %v, want %v", in.what, name, f.aT, f.bT, s, i, j, g, w)
+							}
 						}
 					}
 				}

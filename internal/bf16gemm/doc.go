@@ -28,8 +28,11 @@
 //     internal/sgemm: the path of every other machine and of the purego
 //     build.
 //
-// Gemm takes bf16 operands; GemmF32 float32 operands holding bf16 values
-// (the bf16 policy's linear layers), which widen multiplies as they are.
+// Gemm takes bf16 operands; GemmF32 float32 operands holding bf16 values,
+// which widen multiplies as they are; GemmMixed either kind for each (the
+// bf16 policy's linear layers read some operands as the stored bf16 bits
+// and others as their cast up). The three share each shape's path and give
+// the same bits on it.
 //
 // The packed paths pack op(A) and op(B) into panels of bf16 pairs (each
 // dword holds the values at depths 2p and 2p+1, the even one in the low

@@ -8,7 +8,6 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"gptlab/internal/par"
-	"gptlab/internal/sgemm"
 	"gptlab/precision"
 )
 
@@ -20,44 +19,89 @@ import (
 // across GOMAXPROCS goroutines (at most maxThreads). It panics on bad
 // arguments, naming the one at fault.
 func Gemm(tA, tB blas.Transpose, m, n, k int, a []uint16, lda int, b []uint16, ldb int, c []float32, ldc int) {
-	o := operands{aT: tA != blas.NoTrans, bT: tB != blas.NoTrans, m: m, n: n, k: k,
-		a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc}
-	if o.trivial(tA, tB, len(a), len(b)) {
+	GemmMixed(tA, tB, m, n, k, Operand{U16: a}, lda, Operand{U16: b}, ldb, c, ldc)
+}
+
+// GemmF32 is Gemm on operands held as float32 values that are bf16 values
+// (each exactly representable: the cast up of a bf16), with float32
+// strides. On the widen path it multiplies them as they are with
+// internal/sgemm (no conversion); on a packed path it converts them to
+// bf16 bits (exactly, rounding to nearest even) and multiplies those. A
+// value that is not a bf16 would be rounded on the packed paths and not on
+// widen: the caller guarantees there is none.
+func GemmF32(tA, tB blas.Transpose, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	GemmMixed(tA, tB, m, n, k, Operand{F32: a}, lda, Operand{F32: b}, ldb, c, ldc)
+}
+
+// Operand is a matrix operand of GemmMixed: its bf16 values as bits (U16)
+// or as float32 (F32, each value a bf16, as GemmF32 takes them). Exactly
+// one is set; its stride is the call's.
+type Operand struct {
+	F32 []float32
+	U16 []uint16
+}
+
+func (x Operand) len() int {
+	if x.U16 != nil {
+		return len(x.U16)
+	}
+	return len(x.F32)
+}
+
+// GemmMixed is Gemm with each operand held either way (Operand): the bf16
+// policy's products read some operands as the 16-bit values the graph
+// stores and others as float32. Gemm, GemmF32 and GemmMixed share each
+// shape's path, and on it give the same bits: on widen, internal/sgemm on
+// the float32 values (the bf16 operands widened, exactly); on a packed
+// path, the kernel on the bf16 bits (the float32 operands converted,
+// exactly). So whether a product reads an operand as bits or as its cast
+// up never changes its result.
+func GemmMixed(tA, tB blas.Transpose, m, n, k int, a Operand, lda int, b Operand, ldb int, c []float32, ldc int) {
+	o := operands{aT: tA != blas.NoTrans, bT: tB != blas.NoTrans, m: m, n: n, k: k, lda: lda, ldb: ldb, c: c, ldc: ldc}
+	if (a.F32 == nil) == (a.U16 == nil) || (b.F32 == nil) == (b.U16 == nil) {
+		if o.m > 0 && o.n > 0 && o.k > 0 {
+			panic("bf16gemm: an operand is neither float32 nor bf16 bits, or both")
+		}
+	}
+	if o.trivial(tA, tB, a.len(), b.len()) {
 		return
 	}
 	t := threads(m, n, k)
 	p := choose(shapeKey{aT: o.aT, bT: o.bT, m: m, n: n, k: k, threads: t})
+	na, nb := o.storedLen()
 	if p.kern == nil {
-		widen(o)
+		widen(o, a, b, na, nb)
 		return
 	}
+	if a.U16 != nil && b.U16 != nil {
+		o.a, o.b = a.U16, b.U16
+		run(p.kern, o, t)
+		return
+	}
+	e := f32Pool.Get().(*encoding)
+	e.src = [2][]float32{}
+	o.a, o.b = a.U16, b.U16
+	if a.F32 != nil {
+		e.dst[0], e.src[0] = grow(e.dst[0], na), a.F32[:na]
+		o.a = e.dst[0]
+	}
+	if b.F32 != nil {
+		e.dst[1], e.src[1] = grow(e.dst[1], nb), b.F32[:nb]
+		o.b = e.dst[1]
+	}
+	par.Loop(e, e.chunks(0)+e.chunks(1), t)
 	run(p.kern, o, t)
+	e.src = [2][]float32{} // hold no caller's memory in the pool
+	f32Pool.Put(e)
 }
 
-// GemmF32 is Gemm on operands held as float32 values that are bf16 values
-// (each exactly representable: the cast up of a bf16, as the bf16
-// policy's graph hands them to its linear layers), with float32 strides.
-// On the widen path it multiplies them as they are with internal/sgemm
-// (no conversion); on a packed path it converts them to bf16 bits
-// (exactly, rounding to nearest even) and multiplies those. A value that
-// is not a bf16 would be rounded on the packed paths and not on widen: the
-// caller guarantees there is none. The path is chosen per shape as Gemm's
-// (Path), calibrated apart from Gemm's: the conversions are its own.
-func GemmF32(tA, tB blas.Transpose, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	o := operands{aT: tA != blas.NoTrans, bT: tB != blas.NoTrans, m: m, n: n, k: k, lda: lda, ldb: ldb, c: c, ldc: ldc}
-	if o.trivial(tA, tB, len(a), len(b)) {
-		return
-	}
-	t := threads(m, n, k)
-	p := choose(shapeKey{f32: true, aT: o.aT, bT: o.bT, m: m, n: n, k: k, threads: t})
-	runF32(p, o, a, b, t)
-}
-
-// f32Pool holds the bf16 copies of GemmF32's operands on a packed path.
+// f32Pool holds the bf16 copies of GemmMixed's float32 operands on a
+// packed path.
 var f32Pool = sync.Pool{New: func() any { return new(encoding) }}
 
-// encoding is GemmF32's operands and their bf16 copies, encoded in
-// chunks of encodeChunk values across the product's goroutines.
+// encoding is GemmMixed's float32 operands and their bf16 copies, encoded
+// in chunks of encodeChunk values across the product's goroutines (an
+// operand held as bf16 has no source here and no chunks).
 type encoding struct {
 	dst [2][]uint16
 	src [2][]float32
@@ -79,31 +123,6 @@ func (e *encoding) RunChunk(q int) {
 	lo := q * encodeChunk
 	hi := min(len(e.src[i]), lo+encodeChunk)
 	precision.EncodeBF16(e.dst[i][lo:hi], e.src[i][lo:hi])
-}
-
-// runF32 is GemmF32 on path p: o's a and b are unset, a32 and b32 its
-// operands.
-func runF32(p pathImpl, o operands, a32, b32 []float32, t int) {
-	na, nb := o.storedLen()
-	if p.kern == nil {
-		tA, tB := blas.NoTrans, blas.NoTrans
-		if o.aT {
-			tA = blas.Trans
-		}
-		if o.bT {
-			tB = blas.Trans
-		}
-		sgemm.Implementation{}.Sgemm(tA, tB, o.m, o.n, o.k, 1, a32[:na], o.lda, b32[:nb], o.ldb, 0, o.c, o.ldc)
-		return
-	}
-	e := f32Pool.Get().(*encoding)
-	e.dst[0], e.dst[1] = grow(e.dst[0], na), grow(e.dst[1], nb)
-	e.src = [2][]float32{a32[:na], b32[:nb]}
-	par.Loop(e, e.chunks(0)+e.chunks(1), t) // serial, it took a sixth of a 2-thread dW product
-	o.a, o.b = e.dst[0], e.dst[1]
-	run(p.kern, o, t)
-	e.src = [2][]float32{} // hold no caller's memory in the pool
-	f32Pool.Put(e)
 }
 
 // storedLen is how many elements of a and b the operands span.

@@ -12,15 +12,23 @@ import (
 // widenPool holds the float32 copies of the operands of the widen path.
 var widenPool = sync.Pool{New: func() any { return new([2][]float32) }}
 
-// widen computes the product as internal/sgemm does on the operands
-// widened to float32 (exact: every bf16 is a float32), with their own
-// strides.
-func widen(o operands) {
+// widen computes the product as internal/sgemm does on the operands as
+// float32: those held as bf16 bits widened (exactly) into pooled copies,
+// those held as float32 as they are, with their own strides; na and nb
+// are the elements the operands span.
+func widen(o operands, a, b Operand, na, nb int) {
 	w := widenPool.Get().(*[2][]float32)
-	na, nb := o.storedLen()
-	w[0], w[1] = grow(w[0], na), grow(w[1], nb)
-	precision.DecodeBF16(w[0], o.a[:na])
-	precision.DecodeBF16(w[1], o.b[:nb])
+	a32, b32 := a.F32, b.F32
+	if a32 == nil {
+		w[0] = grow(w[0], na)
+		precision.DecodeBF16(w[0], a.U16[:na])
+		a32 = w[0]
+	}
+	if b32 == nil {
+		w[1] = grow(w[1], nb)
+		precision.DecodeBF16(w[1], b.U16[:nb])
+		b32 = w[1]
+	}
 	tA, tB := blas.NoTrans, blas.NoTrans
 	if o.aT {
 		tA = blas.Trans
@@ -28,7 +36,7 @@ func widen(o operands) {
 	if o.bT {
 		tB = blas.Trans
 	}
-	sgemm.Implementation{}.Sgemm(tA, tB, o.m, o.n, o.k, 1, w[0], o.lda, w[1], o.ldb, 0, o.c, o.ldc)
+	sgemm.Implementation{}.Sgemm(tA, tB, o.m, o.n, o.k, 1, a32[:na], o.lda, b32[:nb], o.ldb, 0, o.c, o.ldc)
 	widenPool.Put(w)
 }
 
