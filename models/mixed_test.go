@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gptlab/internal/bf16gemm"
+	"gptlab/planner/arena"
 	"gptlab/precision"
 )
 
@@ -269,6 +270,18 @@ func TestUnderflowCounted(t *testing.T) {
 	}
 }
 
+// restoreGemm16 puts gemm16Override and bf16gemm's path back as they
+// were when t ends (tests that force the speed path's graph or a path).
+func restoreGemm16(t *testing.T) {
+	o := gemm16Override
+	t.Cleanup(func() {
+		gemm16Override = o
+		if err := bf16gemm.SetPath("auto"); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // TestGemm16OnWidenIsTheCastStep: the speed path's graph (the linear
 // layers on internal/bf16gemm) computes on bf16gemm's widen path bitwise
 // what the cast path computes with internal/sgemm, and on every other
@@ -276,12 +289,7 @@ func TestUnderflowCounted(t *testing.T) {
 func TestGemm16OnWidenIsTheCastStep(t *testing.T) {
 	p := tinyParams(t)
 	bf := WithPrecision(policy(t, "bf16"))
-	defer func(o int) {
-		gemm16Override = o
-		if err := bf16gemm.SetPath("auto"); err != nil {
-			t.Error(err)
-		}
-	}(gemm16Override)
+	restoreGemm16(t)
 	gemm16Override = -1
 	lc, gc := stepOf(t, p, 1, bf)
 	gemm16Override = 1
@@ -316,6 +324,55 @@ func TestGemm16OnWidenIsTheCastStep(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFusedCastsBitwise: on the speed path's graph the arena fuses the
+// casts up whose every reader is a bf16 product (arena.BF16Reader: the
+// products read the bf16 values), and the step is bitwise the one that
+// runs every cast (arena.Options.KeepCasts), on every bf16gemm path; the
+// fused program runs fewer ops, and the casts up that some other op reads
+// (a bias gradient's column sums read the output gradient) still run.
+func TestFusedCastsBitwise(t *testing.T) {
+	p := tinyParams(t)
+	bf := WithPrecision(policy(t, "bf16"))
+	restoreGemm16(t)
+	gemm16Override = 1
+	castsUp := func(opts ...ModelOption) (steps, casts int) {
+		cfg := p.Config()
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, append([]ModelOption{bf}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		prog := m.Arena()
+		for _, n := range m.Graph().AllNodes() {
+			if c, ok := n.Op().(arena.CastOp); ok && c.From == arena.BF16 && c.To == arena.F32 {
+				if _, runs := prog.StepOf(n); runs {
+					casts++
+				}
+			}
+		}
+		return prog.Steps(), casts
+	}
+	keep := WithArena(arena.Options{InPlace: true, KeepCasts: true})
+	for _, path := range append(bf16gemm.Paths(), "auto") {
+		t.Run(path, func(t *testing.T) {
+			if err := bf16gemm.SetPath(path); err != nil {
+				t.Fatal(err)
+			}
+			lk, gk := stepOf(t, p, 1, bf, keep)
+			lf, gf := stepOf(t, p, 1, bf)
+			if math.Float32bits(lf) != math.Float32bits(lk) || !slices.Equal(gf, gk) {
+				t.Errorf("fused casts: loss %v, every cast run %v; gradients equal: %v", lf, lk, slices.Equal(gf, gk))
+			}
+		})
+	}
+	sk, ck := castsUp(keep)
+	sf, cf := castsUp()
+	if !(cf < ck && sk-sf == ck-cf) || cf == 0 {
+		t.Errorf("casts up run: %d of %d ops fused, %d of %d kept; want some fused (and only casts), some kept", sf, sk, cf, ck)
+	}
+	t.Logf("casts up run: %d of them with fusion, %d without; ops %d and %d", cf, ck, sf, sk)
 }
 
 // TestPrecisionRefused: policies the graph cannot build and a step

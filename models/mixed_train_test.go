@@ -206,12 +206,7 @@ func TestBF16PathsTrainLikeF32(t *testing.T) {
 	if !(ref < 0.9*first) {
 		t.Fatalf("f32: val loss %.4f after %d steps from %.4f: training did not move it", ref, iters, first)
 	}
-	defer func(o int) {
-		gemm16Override = o
-		if err := bf16gemm.SetPath("auto"); err != nil {
-			t.Error(err)
-		}
-	}(gemm16Override)
+	restoreGemm16(t)
 	gemm16Override = 1
 	var widen float64
 	for _, path := range append(bf16gemm.Paths(), "auto") { // widen first

@@ -11,6 +11,7 @@ import (
 	"gptlab/internal/par"
 	"gptlab/internal/vec"
 	"gptlab/planner/arena"
+	"gptlab/precision"
 )
 
 // AddBias returns x + b with b (C) added to every row of x (N, C): the
@@ -123,17 +124,27 @@ func (op colSumOp) Do(in ...G.Value) (G.Value, error) {
 	if s.Dims() != 2 {
 		return nil, fmt.Errorf("ColSum: shape %v, want (N, C)", s)
 	}
-	return op.UsePreallocDo(newLike(in[0], tensor.Shape{s[1]}), in...)
+	return op.UsePreallocDo(tensor.New(tensor.WithShape(s[1]), tensor.Of(sumDtype(in[0]))), in...)
 }
+
+// sumDtype is the type of x's column sums: x's, or float32 for bf16 bits
+// (ReadsBF16).
+func sumDtype(x G.Value) tensor.Dtype {
+	if x.Dtype() == tensor.Uint16 {
+		return tensor.Float32
+	}
+	return x.Dtype()
+}
+
 func (op colSumOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
-	if err := checkSameDtype("ColSum", in...); err != nil {
-		return nil, err
+	if len(in) != 1 {
+		return nil, fmt.Errorf("ColSum: %d inputs, want 1", len(in))
 	}
 	s := in[0].Shape()
 	if s.Dims() != 2 {
 		return nil, fmt.Errorf("ColSum: shape %v, want (N, C)", s)
 	}
-	o, err := checkPrealloc("ColSum", out, tensor.Shape{s[1]}, in[0].Dtype())
+	o, err := checkPrealloc("ColSum", out, tensor.Shape{s[1]}, sumDtype(in[0]))
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +152,13 @@ func (op colSumOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 		colSum64(y, in[0].Data().([]float64))
 		return o, nil
 	}
-	return runFloat32(op, "ColSum", o, in)
+	return runReadingBF16(op, "ColSum", o, in)
 }
+
+// ReadsBF16 implements arena.BF16Reader: a bias gradient's column sums
+// read the output gradient's bf16 bits as the products beside them do,
+// widening each row exactly, with the same sums.
+func (colSumOp) ReadsBF16(int) bool { return true }
 
 // BindKernel implements arena.Kernel.
 func (op colSumOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
@@ -153,8 +169,11 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if len(in) != 1 {
 		return nil, fmt.Errorf("ColSum: %d inputs, want 1", len(in))
 	}
-	if err := checkF32("ColSum", out, in[0]); err != nil {
+	if err := checkF32("ColSum", out); err != nil {
 		return nil, err
+	}
+	if !in[0].Is(arena.F32) && !in[0].Is(arena.BF16) {
+		return nil, fmt.Errorf("ColSum: input of %v, want f32 or bf16 storage", in[0].Dtype)
 	}
 	s, err := op.InferShape(in[0].Shape)
 	if err != nil {
@@ -164,8 +183,18 @@ func (op colSumOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, fmt.Errorf("ColSum: output %v, want %v", out.Shape, s)
 	}
 	y, x := out.F32, in[0].F32
-	C, N := s[0], len(x)/s[0]
+	C, N := s[0], in[0].Len()/s[0]
 	cb := newColBlocks(C)
+	if in[0].Is(arena.BF16) {
+		x16 := in[0].U16
+		wide := make([]float32, cb.n*colRows16*C) // each block's rows widened
+		return par.New(cb.n, cb.w*N, func(lo, hi int) {
+			for b := lo; b < hi; b++ {
+				c0, c1, acc := cb.block(b, C)
+				colSumRange16(y, x16, acc, c0, c1, wide[b*colRows16*C:(b+1)*colRows16*C])
+			}
+		}).Run, nil
+	}
 	return par.New(cb.n, cb.w*N, func(lo, hi int) {
 		for b := lo; b < hi; b++ {
 			c0, c1, acc := cb.block(b, C)
@@ -198,6 +227,29 @@ func colSumRange(y, x []float32, acc []float64, lo, hi int) {
 	a := acc[:hi-lo]
 	clear(a)
 	vec.AccumRowsF64(a, x[lo:], len(x)/C, C)
+	for c, v := range a {
+		y[lo+c] = float32(v)
+	}
+}
+
+// colRows16 is the rows of bf16 a column sum widens at a time.
+const colRows16 = 32
+
+// colSumRange16 is colSumRange on bf16 bits x (N, C): colRows16 whole
+// rows at a time widened (exactly, in one call) into wide and the columns
+// [lo, hi) of them added in order, so the sums are colSumRange's on the
+// cast up, bit for bit. (Widening only the block's columns takes a call a
+// row, which cost more than the cast it saves.)
+func colSumRange16(y []float32, x []uint16, acc []float64, lo, hi int, wide []float32) {
+	C := len(y)
+	N := len(x) / C
+	a := acc[:hi-lo]
+	clear(a)
+	for r0 := 0; r0 < N; r0 += colRows16 {
+		rows := min(colRows16, N-r0)
+		precision.DecodeBF16(wide[:rows*C], x[r0*C:(r0+rows)*C])
+		vec.AccumRowsF64(a, wide[lo:], rows, C)
+	}
 	for c, v := range a {
 		y[lo+c] = float32(v)
 	}

@@ -5,13 +5,15 @@ import (
 	"testing"
 
 	"gptlab/planner/arena"
+	"gptlab/precision"
 )
 
 // TestColumnBlocksMatchWholeRows: ColSum and LayerNormGradW, bound (split
 // into colBlocks), give bitwise the sums of one pass over whole rows, on
-// widths that leave a block, or the row, a tail past its vectors.
+// widths that leave a block, or the row, a tail past its vectors; ColSum
+// of bf16 bits (a fused cast's reader) gives the sums of their cast up.
 func TestColumnBlocksMatchWholeRows(t *testing.T) {
-	for _, s := range []struct{ N, C int }{{768, 128}, {7, 513}, {5, 1000}, {3, 65}, {2, 8}} {
+	for _, s := range []struct{ N, C int }{{768, 128}, {7, 513}, {5, 1000}, {3, 65}, {2, 8}, {70, 200}} {
 		t.Run(fmt.Sprintf("%dx%d", s.N, s.C), func(t *testing.T) {
 			N, C := s.N, s.C
 			x, dy := benchData(N*C), benchData(N*C + 1)[1:]
@@ -22,6 +24,10 @@ func TestColumnBlocksMatchWholeRows(t *testing.T) {
 			acc := make([]float64, C)
 			wantSum, wantW := make([]float32, C), make([]float32, C)
 			colSumRange(wantSum, x, acc, 0, C)
+			x16, x16up, wantSum16 := make([]uint16, N*C), make([]float32, N*C), make([]float32, C)
+			precision.EncodeBF16(x16, x)
+			precision.DecodeBF16(x16up, x16)
+			colSumRange(wantSum16, x16up, acc, 0, C)
 			stats := make([]float64, 2*N)
 			lnRowStats(stats, x, C, 0, N)
 			lnBackwardW32(wantW, x, dy, stats, acc, 0, C)
@@ -32,6 +38,7 @@ func TestColumnBlocksMatchWholeRows(t *testing.T) {
 				want []float32
 			}{
 				{"ColSum", colSumOp{}, []arena.Buf{buf(x, N, C)}, wantSum},
+				{"ColSum of bf16", colSumOp{}, []arena.Buf{{Dtype: arena.BF16, U16: x16, Shape: []int{N, C}}}, wantSum16},
 				{"LayerNormGradW", lnGradWOp{}, []arena.Buf{buf(x, N, C), buf(dy, N, C)}, wantW},
 			} {
 				got := make([]float32, C)

@@ -14,10 +14,13 @@ import (
 )
 
 // Gemm16 is op(a)·op(b) of two float32 matrices holding bfloat16 values,
-// the products summed in float32, on internal/bf16gemm's GemmF32 (on the
-// path its calibration chose for the shape, or GPTLAB_BF16's): the linear
-// layers' product on the bf16 policy's speed path. Its operands there are
-// the cast ups of bf16 values, as GemmF32 requires, and the result is
+// the products summed in float32, on internal/bf16gemm (on the path its
+// calibration chose for the shape, or GPTLAB_BF16's): the linear layers'
+// product on the bf16 policy's speed path. Its operands there are the
+// cast ups of bf16 values; the arena runs it on the bf16 values
+// themselves where every reader of the cast up can read them so
+// (ReadsBF16: the program then makes no float32 copy), with the same
+// bits. The result is
 // arena.MatMul's on the same operands up to the order of the float32 sums
 // (bitwise equal where the shape runs on bf16gemm's widen path, which is
 // internal/sgemm on the operands as they are). a is (M, K), or (K, M) with transA; b (K, N), or (N, K)
@@ -50,23 +53,46 @@ func (op gemm16Op) Do(in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return op.UsePreallocDo(newLike(in[0], s), in...)
+	return op.UsePreallocDo(tensor.New(tensor.WithShape(s.Clone()...), tensor.Of(tensor.Float32)), in...) // f32 whichever way a is held
 }
 
 func (op gemm16Op) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
-	return runFloat32(op, op.String(), out, in)
+	return runReadingBF16(op, op.String(), out, in)
 }
+
+// ReadsBF16 implements arena.BF16Reader: either operand may be the bf16
+// value itself in place of its cast up (GemmMixed gives the same bits).
+func (gemm16Op) ReadsBF16(int) bool { return true }
 
 // BindKernel implements arena.Kernel.
 func (op gemm16Op) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
 	return bindKernel(op, out, in)
 }
 
+// operand is a buffer as GemmMixed takes it: float32 values or bf16 bits.
+func operand(name string, b arena.Buf) (bf16gemm.Operand, error) {
+	switch b.Dtype {
+	case arena.F32:
+		return bf16gemm.Operand{F32: b.F32}, nil
+	case arena.BF16:
+		return bf16gemm.Operand{U16: b.U16}, nil
+	}
+	return bf16gemm.Operand{}, fmt.Errorf("%s: operand of %v, want f32 or bf16 storage of shape %v", name, b.Dtype, b.Shape)
+}
+
 func (op gemm16Op) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if len(in) != 2 {
 		return nil, fmt.Errorf("%v: %d inputs, want 2", op, len(in))
 	}
-	if err := checkF32(op.String(), out, in[0], in[1]); err != nil {
+	if err := checkF32(op.String(), out); err != nil {
+		return nil, err
+	}
+	a, err := operand(op.String(), in[0])
+	if err != nil {
+		return nil, err
+	}
+	b, err := operand(op.String(), in[1])
+	if err != nil {
 		return nil, err
 	}
 	s, err := op.InferShape(in[0].Shape, in[1].Shape)
@@ -80,7 +106,7 @@ func (op gemm16Op) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if op.transA {
 		k = in[0].Shape[0]
 	}
-	a, b, c := in[0].F32, in[1].F32, out.F32 // a and b hold bf16 values: GemmF32's contract
+	c := out.F32
 	lda, ldb := in[0].Shape[1], in[1].Shape[1]
 	tA, tB := blas.NoTrans, blas.NoTrans
 	if op.transA {
@@ -89,7 +115,7 @@ func (op gemm16Op) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	if op.transB {
 		tB = blas.Trans
 	}
-	return func() { bf16gemm.GemmF32(tA, tB, m, n, k, a, lda, b, ldb, c, n) }, nil
+	return func() { bf16gemm.GemmMixed(tA, tB, m, n, k, a, lda, b, ldb, c, n) }, nil
 }
 
 func (op gemm16Op) String() string {

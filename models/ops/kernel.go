@@ -110,12 +110,29 @@ func bufOfValue(op string, v G.Value) (arena.Buf, error) {
 // runFloat32 binds op's kernel to out and in and runs it once: the
 // float32 UsePreallocDo of every op.
 func runFloat32(op binder, name string, out G.Value, in []G.Value) (G.Value, error) {
+	return runBound(op, name, out, in, false)
+}
+
+// runReadingBF16 is runFloat32 for an op that may read inputs as bf16
+// bits (arena.BF16Reader): a uint16 input is bf16 storage, as the arena
+// hands a fused cast's readers their operand when they run outside it.
+func runReadingBF16(op binder, name string, out G.Value, in []G.Value) (G.Value, error) {
+	return runBound(op, name, out, in, true)
+}
+
+// runBound binds op's kernel to the values' storage and runs it once;
+// with bf16, uint16 inputs are bf16.
+func runBound(op binder, name string, out G.Value, in []G.Value, bf16 bool) (G.Value, error) {
 	o, err := bufOfValue(name, out)
 	if err != nil {
 		return nil, err
 	}
 	bufs := make([]arena.Buf, len(in))
 	for i, v := range in {
+		if b, ok := arena.BufOf(v, arena.BF16); bf16 && ok && b.Dtype == arena.BF16 {
+			bufs[i] = b
+			continue
+		}
 		if bufs[i], err = bufOfValue(name, v); err != nil {
 			return nil, err
 		}

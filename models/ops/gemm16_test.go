@@ -1,0 +1,58 @@
+package ops
+
+import (
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"gptlab/precision"
+)
+
+// TestReadsBF16OutsideTheArena: the ops that read a fused cast's bf16
+// value (Gemm16, ColSum) give, through Do as the arena's fallback runs
+// them, the bits they give on the cast up, whichever operands come as
+// uint16.
+func TestReadsBF16OutsideTheArena(t *testing.T) {
+	const m, k, n = 37, 19, 11
+	vals := func(size int) ([]uint16, []float32) {
+		x := benchData(size)
+		x16, up := make([]uint16, size), make([]float32, size)
+		precision.EncodeBF16(x16, x)
+		precision.DecodeBF16(up, x16)
+		return x16, up
+	}
+	a16, a := vals(m * k)
+	b16, b := vals(n * k)
+	f32 := func(x []float32, s ...int) G.Value { return tensor.New(tensor.WithShape(s...), tensor.WithBacking(x)) }
+	u16 := func(x []uint16, s ...int) G.Value { return tensor.New(tensor.WithShape(s...), tensor.WithBacking(x)) }
+	op := gemm16Op{transB: true} // (m, k)·(n, k)ᵀ
+	want, err := op.Do(f32(a, m, k), f32(b, n, k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := colSumOp{}.Do(f32(a, m, k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		op   G.Op
+		in   []G.Value
+		want G.Value
+	}{
+		{"Gemm16(bf16, f32)", op, []G.Value{u16(a16, m, k), f32(b, n, k)}, want},
+		{"Gemm16(f32, bf16)", op, []G.Value{f32(a, m, k), u16(b16, n, k)}, want},
+		{"Gemm16(bf16, bf16)", op, []G.Value{u16(a16, m, k), u16(b16, n, k)}, want},
+		{"ColSum(bf16)", colSumOp{}, []G.Value{u16(a16, m, k)}, sum},
+	} {
+		got, err := tc.op.Do(tc.in...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		g, w := got.Data().([]float32), tc.want.Data().([]float32)
+		if j := bitsEqual(g, w); j >= 0 || !got.Shape().Eq(tc.want.Shape()) {
+			t.Errorf("%s: shape %v, want %v; first difference at %d", tc.name, got.Shape(), tc.want.Shape(), j)
+		}
+	}
+}
