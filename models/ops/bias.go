@@ -124,16 +124,7 @@ func (op colSumOp) Do(in ...G.Value) (G.Value, error) {
 	if s.Dims() != 2 {
 		return nil, fmt.Errorf("ColSum: shape %v, want (N, C)", s)
 	}
-	return op.UsePreallocDo(tensor.New(tensor.WithShape(s[1]), tensor.Of(sumDtype(in[0]))), in...)
-}
-
-// sumDtype is the type of x's column sums: x's, or float32 for bf16 bits
-// (ReadsBF16).
-func sumDtype(x G.Value) tensor.Dtype {
-	if x.Dtype() == tensor.Uint16 {
-		return tensor.Float32
-	}
-	return x.Dtype()
+	return op.UsePreallocDo(tensor.New(tensor.WithShape(s[1]), tensor.Of(readDtype(in[0]))), in...)
 }
 
 func (op colSumOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
@@ -144,7 +135,7 @@ func (op colSumOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if s.Dims() != 2 {
 		return nil, fmt.Errorf("ColSum: shape %v, want (N, C)", s)
 	}
-	o, err := checkPrealloc("ColSum", out, tensor.Shape{s[1]}, sumDtype(in[0]))
+	o, err := checkPrealloc("ColSum", out, tensor.Shape{s[1]}, readDtype(in[0]))
 	if err != nil {
 		return nil, err
 	}

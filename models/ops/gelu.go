@@ -52,13 +52,22 @@ func (op geluOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return op.check(shapesOf(in))
 }
 func (op geluOp) Do(in ...G.Value) (G.Value, error) {
-	return op.UsePreallocDo(newLike(in[0], in[0].Shape()), in...)
+	return op.UsePreallocDo(tensor.New(tensor.WithShape(in[0].Shape().Clone()...), tensor.Of(readDtype(in[len(in)-1]))), in...)
 }
 func (op geluOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
-	if err := checkSameDtype(op.String(), in...); err != nil {
+	if _, err := op.check(valueShapes(in)); err != nil {
 		return nil, err
 	}
-	if _, err := op.check(valueShapes(in)); err != nil {
+	for _, v := range in {
+		if v.Dtype() == tensor.Uint16 { // bf16 bits (ReadsBF16): the float32 kernel on them widened
+			o, err := checkPrealloc(op.String(), out, in[0].Shape(), tensor.Float32)
+			if err != nil {
+				return nil, err
+			}
+			return runReadingBF16(op, op.String(), o, in)
+		}
+	}
+	if err := checkSameDtype(op.String(), in...); err != nil {
 		return nil, err
 	}
 	o, err := checkPrealloc(op.String(), out, in[0].Shape(), in[0].Dtype())
@@ -95,24 +104,63 @@ func (op geluOp) InPlaceInputs() []int {
 // geluGrain is the elements of one row of a GELU split.
 const geluGrain = 1024
 
+// ReadsBF16 implements arena.BF16Reader: GELU and GELUGrad read x and
+// dy as bf16 bits by widening them a row of the split at a time into
+// scratch of the row's chunk and running the float32 kernel there (the
+// same bits); GELUGrad does not read the forward output at all.
+func (geluOp) ReadsBF16(int) bool { return true }
+
 func (op geluOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
-	if err := checkBind(op, out, in); err != nil {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
+	}
+	if err := checkF32(op.String(), out); err != nil {
 		return nil, err
+	}
+	bf16 := false
+	for i, b := range in {
+		if !b.Is(arena.F32) && !b.Is(arena.BF16) {
+			return nil, fmt.Errorf("%v: input %d of %v, want f32 or bf16 storage of shape %v", op, i, b.Dtype, b.Shape)
+		}
+		bf16 = bf16 || b.Is(arena.BF16) && (!op.grad || i != 1)
+	}
+	if s, err := op.check(shapesOfBufs(in)); err != nil {
+		return nil, err
+	} else if !out.Shape.Eq(s) {
+		return nil, fmt.Errorf("%v: output %v, want %v", op, out.Shape, s)
 	}
 	n := len(out.F32)
 	rows := (n + geluGrain - 1) / geluGrain
 	y, x := out.F32, in[0].F32
-	if op.grad {
-		dy := in[2].F32 // in[1], the forward output, is not needed
+	dy := in[len(in)-1] // GELUGrad's in[1], the forward output, is not needed
+	if !bf16 {
+		if op.grad {
+			return par.New(rows, 4*geluGrain, func(lo, hi int) {
+				lo, hi = lo*geluGrain, min(hi*geluGrain, n)
+				vec.GELUGrad(y[lo:hi], x[lo:hi], dy.F32[lo:hi])
+			}).Run, nil
+		}
 		return par.New(rows, 4*geluGrain, func(lo, hi int) {
 			lo, hi = lo*geluGrain, min(hi*geluGrain, n)
-			vec.GELUGrad(y[lo:hi], x[lo:hi], dy[lo:hi])
+			vec.GELU(y[lo:hi], x[lo:hi])
 		}).Run, nil
 	}
-	return par.New(rows, 4*geluGrain, func(lo, hi int) {
-		lo, hi = lo*geluGrain, min(hi*geluGrain, n)
-		vec.GELU(y[lo:hi], x[lo:hi])
-	}).Run, nil
+	var split *par.Split
+	var wide []float32 // each chunk's row of x and of dy, widened
+	split = par.New(rows, 4*geluGrain, func(lo, hi int) {
+		w := wide[split.ChunkOf(lo)*2*geluGrain:][:2*geluGrain]
+		for r := lo; r < hi; r++ {
+			a, b := r*geluGrain, min(r*geluGrain+geluGrain, n)
+			xs := widened(x, in[0].U16, a, b, w[:geluGrain])
+			if op.grad {
+				vec.GELUGrad(y[a:b], xs, widened(dy.F32, dy.U16, a, b, w[geluGrain:]))
+			} else {
+				vec.GELU(y[a:b], xs)
+			}
+		}
+	})
+	wide = make([]float32, split.Chunks()*2*geluGrain)
+	return split.Run, nil
 }
 func (op geluOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op geluOp) Hashcode() uint32      { return hashOf(op) }

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/planner/arena"
+	"gptlab/precision"
 )
 
 // Every custom op is an arena.Kernel for float32: BindKernel validates the
@@ -118,6 +119,26 @@ func runFloat32(op binder, name string, out G.Value, in []G.Value) (G.Value, err
 // hands a fused cast's readers their operand when they run outside it.
 func runReadingBF16(op binder, name string, out G.Value, in []G.Value) (G.Value, error) {
 	return runBound(op, name, out, in, true)
+}
+
+// readDtype is the output type of an op that may read x as bf16 bits
+// (arena.BF16Reader): x's, or float32 for bf16 bits.
+func readDtype(x G.Value) tensor.Dtype {
+	if x.Dtype() == tensor.Uint16 {
+		return tensor.Float32
+	}
+	return x.Dtype()
+}
+
+// widened is elements [a, b) of an input held as float32 (x32) or as
+// bf16 bits (x16, widened exactly into buf): a kernel reading bf16 runs
+// its float32 code on the widened piece, with the same bits.
+func widened(x32 []float32, x16 []uint16, a, b int, buf []float32) []float32 {
+	if x16 == nil {
+		return x32[a:b]
+	}
+	precision.DecodeBF16(buf[:b-a], x16[a:b])
+	return buf[:b-a]
 }
 
 // runBound binds op's kernel to the values' storage and runs it once;
