@@ -52,7 +52,7 @@ type Program struct {
 	g         *gorgonia.ExprGraph
 	vals      []value
 	byNode    map[int64]Value
-	fused     map[int64]Value // a fused cast up (BF16Reader) -> the bf16 value its readers read
+	fused     map[int64]Value // a fused cast up -> the bf16 value in its place (fuse.go)
 	steps     []step
 	inputs    []Value
 	retained  []Value
@@ -116,17 +116,6 @@ type Options struct {
 	KeepCasts bool
 }
 
-// BF16Reader is implemented by an op that can read its input i as the
-// bf16 value a Cast{bf16→f32} casts up, in place of the cast's float32
-// output, with the same result: a matrix product on bf16 kernels reads
-// the bits it would convert the float32 copy back to. A cast up that is
-// not retained and whose every reader reads it so is fused: the program
-// runs no cast and plans no float32 copy, and its readers are bound to
-// the bf16 value (their kernels see a BF16 Buf there).
-type BF16Reader interface {
-	ReadsBF16(i int) bool
-}
-
 // Compile orders the graph, derives the lifetime of every op output, plans
 // the arena and binds every op to its storage. Nodes in retain (the loss,
 // gradients, requested outputs) stay intact until the end of a run, so
@@ -149,13 +138,13 @@ func Compile(ctx context.Context, g *gorgonia.ExprGraph, retain []*gorgonia.Node
 	p := &Program{g: g, byNode: map[int64]Value{}, bufOf: map[Value]int{}, fused: map[int64]Value{}}
 	var fuse map[*gorgonia.Node]bool
 	if !o.KeepCasts {
-		fuse = fusedCasts(g, order, retain)
+		fuse = p.fuseCasts(order, retain)
 	}
 	for _, n := range order {
 		if fuse[n] {
 			it := g.From(n.ID())
 			it.Next()
-			p.fused[n.ID()] = p.byNode[it.Node().(*gorgonia.Node).ID()] // the bf16 value cast up
+			p.fused[n.ID()], _ = p.valueOf(it.Node().(*gorgonia.Node)) // the value cast
 			continue
 		}
 		if err := p.add(n); err != nil {
@@ -180,10 +169,7 @@ func (p *Program) add(n *gorgonia.Node) error {
 	var in []Value
 	for it := p.g.From(n.ID()); it.Next(); {
 		c := it.Node().(*gorgonia.Node)
-		cv, ok := p.byNode[c.ID()]
-		if !ok {
-			cv, ok = p.fused[c.ID()]
-		}
+		cv, ok := p.valueOf(c)
 		if !ok {
 			return fmt.Errorf("arena: %v reads %v before it is computed", n, c)
 		}
@@ -221,45 +207,6 @@ func (p *Program) add(n *gorgonia.Node) error {
 	p.vals = append(p.vals, value{node: n, dtype: dt, step: len(p.steps)})
 	p.steps = append(p.steps, st)
 	return nil
-}
-
-// fusedCasts are the casts up from bf16 in order that no step need run:
-// not retained, read by some node of order, and by each such reader only
-// at inputs it can read as the bf16 value itself (BF16Reader).
-func fusedCasts(g *gorgonia.ExprGraph, order, retain []*gorgonia.Node) map[*gorgonia.Node]bool {
-	fuse := map[*gorgonia.Node]bool{}
-	for _, n := range order {
-		if c, ok := n.Op().(CastOp); ok && c.From == BF16 && c.To == F32 && g.From(n.ID()).Len() == 1 {
-			fuse[n] = true
-		}
-	}
-	if len(fuse) == 0 {
-		return nil
-	}
-	read := map[*gorgonia.Node]bool{}
-	for _, n := range order {
-		r, reader := n.Op().(BF16Reader)
-		if v, ok := n.Op().(Viewer); ok && v.IsView() {
-			reader = false
-		}
-		i := 0
-		for it := g.From(n.ID()); it.Next(); i++ {
-			c := it.Node().(*gorgonia.Node)
-			if fuse[c] {
-				read[c] = true
-				fuse[c] = reader && r.ReadsBF16(i)
-			}
-		}
-	}
-	for _, n := range retain {
-		delete(fuse, n)
-	}
-	for n, ok := range fuse {
-		if !ok || !read[n] {
-			delete(fuse, n)
-		}
-	}
-	return fuse
 }
 
 // schedule is the order values are made in: the graph's inputs, then
