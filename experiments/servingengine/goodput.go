@@ -69,7 +69,7 @@ type gpoint struct {
 func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, prefillTPS float64) error {
 	cfg := el.cfg
 	if el.step1 == 0 {
-		_, step, _, err := el.decodeRun(ctx, 1, cfg.Prompt, cfg.Tokens, "")
+		_, step, err := el.decodeRun(ctx, 1, cfg.Prompt, cfg.Tokens, "")
 		if err != nil {
 			return err
 		}

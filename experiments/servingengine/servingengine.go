@@ -54,6 +54,7 @@ type engineConfig struct {
 	SLOTTFT       time.Duration `set:"slo-ttft" help:"goodput's TTFT limit (0: 10 batch-1 decode iterations, see the report)"`
 	SLOTPOT       time.Duration `set:"slo-tpot" help:"goodput's TPOT limit (0: 3 batch-32 decode iterations)"`
 	Threads       int           `set:"threads" help:"PyTorch's threads (the engine runs on one)"`
+	TorchRounds   int           `set:"torch-rounds" help:"rounds of the checks against PyTorch (batches 1 and 32): each a torch_infer.py run beside a decode run of ours"`
 }
 
 var engineDefaults = engineConfig{
@@ -61,7 +62,7 @@ var engineDefaults = engineConfig{
 	Chunks: []int{8, 16, 32, 64}, Repeats: 3, Requests: 300, Loads: []float64{0.2, 0.35, 0.5, 0.65, 0.8}, LatencyReps: 3,
 	PromptLens: "uniform:4:32", OutputLens: "uniform:4:32", GoodputPrompt: "uniform:2:8", GoodputOutput: "uniform:1:56",
 	GoodputLoads: []float64{0.2, 0.3, 0.4, 0.5, 0.6}, GoodputCV: 2, GoodputReqs: 400, GoodputBudget: 20 * time.Second, BlockSize: 16, Blocks: 1024, MaxSeqs: 32,
-	MaxTokens: 64, Threads: 1,
+	MaxTokens: 64, Threads: 1, TorchRounds: 6,
 }
 
 // Lab is the serving-engine lab.
@@ -165,6 +166,8 @@ func newEngineLab(cfg *engineConfig, opt lab.Options) (*engineLab, error) {
 		return nil, lab.Usagef("--set chunks=%v: want chunk sizes of 1 to 4096 tokens", cfg.Chunks)
 	case cfg.Repeats < 1 || cfg.Repeats > 100:
 		return nil, lab.Usagef("--set repeats=%d: want 1 to 100", cfg.Repeats)
+	case cfg.TorchRounds < 1 || cfg.TorchRounds > 100:
+		return nil, lab.Usagef("--set torch-rounds=%d: want 1 to 100 (6 or more for an interval)", cfg.TorchRounds)
 	case cfg.Requests < 10 || cfg.Requests > 100000:
 		return nil, lab.Usagef("--set requests=%d: want 10 to 100000", cfg.Requests)
 	case len(cfg.Loads) < 3 || slices.ContainsFunc(cfg.Loads, func(x float64) bool { return !(x > 0 && x <= 100) }) || !slices.IsSorted(cfg.Loads):

@@ -1,7 +1,12 @@
 package servingengine
 
 import (
+	"context"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +14,7 @@ import (
 	"gptlab/experiments/lab"
 	"gptlab/experiments/lab/labtest"
 	"gptlab/internal/testutil"
+	"gptlab/reports"
 )
 
 // TestLabQuick runs the lab small (no PyTorch) and holds its checks that
@@ -71,6 +77,7 @@ func TestLabSettingsAtEdges(t *testing.T) {
 		{"goodput-budget=2h"}, {"block-size=0"}, {"block-size=1025"}, {"blocks=0"}, {"blocks=1"}, {"blocks=1048577"},
 		{"block-size=1", "blocks=15"}, {"block-size=1024", "blocks=1048576"}, {"max-seqs=0"}, {"max-seqs=4097"},
 		{"max-tokens=0"}, {"max-tokens=65537"}, {"slo-ttft=-1s"}, {"slo-tpot=-1s"}, {"threads=0"}, {"threads=257"},
+		{"torch-rounds=0"}, {"torch-rounds=101"},
 	}
 	for _, sets := range usage {
 		if _, err := labtest.Run(Lab, true, append(slices.Clone(base), sets...)...); !errors.Is(err, lab.ErrUsage) {
@@ -100,6 +107,66 @@ func TestLabSettingsAtEdges(t *testing.T) {
 			if !c.Pass && !c.Timed {
 				t.Errorf("--set %v: check %q failed: %s", sets, c.Name, c.Detail)
 			}
+		}
+	}
+}
+
+// TestPeerRoundsCarryThePeersSpread: a round of the checks against
+// PyTorch is one run of the peer beside one decode run of ours, so the
+// peer's own run-to-run spread reaches the verdict: a peer steadily far
+// slower than the engine passes the batch-32 target, one steadily far
+// faster fails it, and one alternating between the two leaves it
+// inconclusive (one run of it would have decided either way). The peer
+// is a stand-in interpreter printing the tokens/s it is given, run after
+// run.
+func TestPeerRoundsCarryThePeersSpread(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the stand-in interpreter is a shell script")
+	}
+	dir := t.TempDir()
+	py := filepath.Join(dir, "python")
+	sh := `#!/bin/sh
+[ "$1" = -c ] && exit 0
+n=$(cat "$PEERDIR/n" 2>/dev/null || echo 0)
+echo $((n+1)) > "$PEERDIR/n"
+echo "{\"decode_tokens_per_s\": $(sed -n "$((n+1))p" "$PEERDIR/tps")}"
+`
+	for name, body := range map[string]string{py: sh, filepath.Join(dir, "torch_infer.py"): ""} {
+		if err := os.WriteFile(name, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GPTLAB_PYTHON", py)
+	t.Setenv("GPTLAB_PEER_DIR", dir)
+	t.Setenv("PEERDIR", dir)
+	cfg := engineDefaults
+	cfg.Model, cfg.Tokens, cfg.Repeats = "small", 8, 1
+	el, err := newEngineLab(&cfg, lab.Options{Seed: 1, Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		tps  []string
+		want reports.Verdict
+	}{
+		{"slower", []string{"1", "1", "1", "1", "1", "1"}, reports.Pass},
+		{"faster", []string{"1e12", "1e12", "1e12", "1e12", "1e12", "1e12"}, reports.Fail},
+		{"alternating", []string{"1", "1e12", "1", "1e12", "1", "1e12"}, reports.Inconclusive},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "tps"), []byte(strings.Join(tc.tps, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, "n")); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		_, rounds, err := el.peerRounds(context.Background(), 32, true)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		tm := lab.RatioTarget{Target: 1 / targets[32]}.Decide(rounds)
+		if len(rounds) != cfg.TorchRounds || tm.Verdict() != tc.want {
+			t.Errorf("%s peer: %d rounds, %s (%s), want %d rounds, %s", tc.name, len(rounds), tm.Verdict(), tm.Phrase(), cfg.TorchRounds, tc.want)
 		}
 	}
 }
