@@ -171,7 +171,7 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 		rounds = append(rounds, p)
 		return ratio(p.fixedG, p.contG), nil
 	}
-	tm, err := lab.RatioTarget{Target: 1, Budget: cfg.GoodputBudget, MinRounds: goodputRounds}.Sample(ctx, have, round)
+	tm, err := lab.RatioTarget{Target: 1 / goodputWin, Budget: cfg.GoodputBudget, MinRounds: goodputRounds}.Sample(ctx, have, round)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 	cpk := pts[peakOf(func(p *gpoint) float64 { return p.fixed.Summary(control).Goodput })]
 	cr := ratio(cpk.cont.Summary(control).Goodput, cpk.fixed.Summary(control).Goodput)
 	r.Metric("goodput_ratio_control", cr)
-	r.TimedCheck("continuous batching beats fixed's goodput at fixed's peak rate", tm,
+	r.TimedCheck(fmt.Sprintf("continuous batching's goodput at least %gx fixed's at fixed's peak rate", goodputWin), tm,
 		"%.2fx at %.0f req/s over %d rounds of %d requests (the rounds are fixed's goodput over continuous's, both policies on each round's arrivals); %s; the control (TTFT <= %d batch-1 iterations) %.2fx at its own fixed peak; %s",
 		g, pk.rate, tm.Rounds, cfg.GoodputReqs, simText, controlTTFT, cr, roundSpread(all))
 	goodputTargetNote(r, all)
@@ -198,6 +198,14 @@ func (el *engineLab) goodput(ctx context.Context, r *reports.Report, step32, pre
 // goodputTarget is the engine's goodput target: continuous batching at
 // least this many times fixed's at fixed's peak rate.
 const goodputTarget = 2
+
+// goodputWin is what the check asks of continuous batching at fixed's
+// peak rate: a win beyond what finishing the same requests sooner gives
+// it where no request misses its limits. With limits of 1 s
+// (TestGoodputControl) continuous's goodput came out 1.01x fixed's in
+// every one of ten rounds, so a check of "more than fixed's" passed its
+// own control; the engine measured 1.5-3.4x where the limits bind.
+const goodputWin = 1.2
 
 // goodputTargetNote decides the 2x target on the check's rounds (one look
 // at 95%) and states it, met, missed or undecided, with its interval: a

@@ -16,8 +16,10 @@ import (
 
 // TestGoodputControl runs the goodput section with limits no request can
 // miss (1 s): both policies' goodput is then their throughput, so the
-// check that continuous batching wins must not pass and the ratio sits
-// near 1. The check can fail.
+// check that continuous batching wins by goodputWin must not pass and the
+// ratio sits near 1 (continuous finishing sooner came out 1.01x in every
+// round once, which a check of "more than fixed's" passed). The check can
+// fail.
 func TestGoodputControl(t *testing.T) {
 	testutil.SkipEmulated(t, "its arrival rates come from nominal native timings (50 µs a batch-1 step), "+
 		"which an emulated engine, some 20x slower, cannot keep up with, so every request would miss; "+
@@ -40,7 +42,7 @@ func TestGoodputControl(t *testing.T) {
 	}
 	found := false
 	for _, c := range r.Checks {
-		if c.Name == "continuous batching beats fixed's goodput at fixed's peak rate" {
+		if strings.HasPrefix(c.Name, "continuous batching's goodput at least") {
 			found = true
 			if c.Pass {
 				t.Errorf("check %q passed with limits no request misses: %s", c.Name, c.Detail)
