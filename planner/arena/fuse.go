@@ -13,7 +13,12 @@ import "gorgonia.org/gorgonia"
 // The casts down are left as they are: letting the op before one write
 // bf16 itself (AddBias and GELU rounding their rows in scratch) measured
 // no faster on the baby step (fused over unfused 0.998-1.010x, 280
-// interleaved steps), since it costs AddBias its in-place write.
+// interleaved steps), since it costs AddBias its in-place write. So are
+// the casts up that LayerNorm, its gradients, the residual adds and the
+// casts down read: widening rows of 128 into scratch in each of them
+// measured no faster than one cast over the whole value (the step with
+// them fused over every cast 0.931-0.983x, without them 0.933-0.958x,
+// three in-process runs each on a loaded machine).
 
 // BF16Reader is implemented by an op that can read its input i as the
 // bf16 value a Cast{bf16→f32} casts up, in place of the cast's float32
