@@ -229,8 +229,10 @@ const colRows16 = 32
 // colSumRange16 is colSumRange on bf16 bits x (N, C): colRows16 whole
 // rows at a time widened (exactly, in one call) into wide and the columns
 // [lo, hi) of them added in order, so the sums are colSumRange's on the
-// cast up, bit for bit. (Widening only the block's columns takes a call a
-// row, which cost more than the cast it saves.)
+// cast up, bit for bit. Each block widens whole rows, so a row is widened
+// once per block (two to eight times on the GPT's widths); widening only
+// the block's columns, a call a row, measured slower still (the baby bf16
+// step's 33 column sums 0.785 ms against 0.611, one profile each).
 func colSumRange16(y []float32, x []uint16, acc []float64, lo, hi int, wide []float32) {
 	C := len(y)
 	N := len(x) / C
