@@ -564,6 +564,227 @@ amx_store:
 	BYTE $0xc0
 	RET
 
+// func packPairRows(pairs int, src *uint16, ld int, dst *uint16, w int, mask uint32, idx *uint16)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·packPairRows(SB), NOSPLIT, $0-56
+	MOVQ      pairs+0(FP), AX
+	MOVQ      src+8(FP), CX
+	MOVQ      ld+16(FP), DX
+	SHLQ      $0x01, DX
+	MOVQ      dst+24(FP), BX
+	MOVQ      w+32(FP), SI
+	SHLQ      $0x02, SI
+	MOVL      mask+40(FP), DI
+	MOVQ      idx+48(FP), R8
+	VMOVDQU16 (R8), Z30
+	VMOVDQU16 64(R8), Z31
+	KMOVD     DI, K1
+	KMOVW     DI, K2
+	SHRL      $0x10, DI
+	KMOVW     DI, K3
+	LEAQ      (CX)(DX*1), DI
+	SHLQ      $0x01, DX
+	TESTQ     AX, AX
+	JZ        ppr_done
+
+ppr_loop:
+	VMOVDQU16.Z (CX), K1, Z0
+	VMOVDQU16.Z (DI), K1, Z1
+	VMOVDQA64   Z0, Z2
+	VPERMT2W    Z1, Z30, Z2
+	VPERMT2W    Z1, Z31, Z0
+	VMOVDQU32   Z2, K2, (BX)
+	VMOVDQU32   Z0, K3, 64(BX)
+	ADDQ        DX, CX
+	ADDQ        DX, DI
+	ADDQ        SI, BX
+	DECQ        AX
+	JNZ         ppr_loop
+
+ppr_done:
+	VZEROUPPER
+	RET
+
+// func gatherPairs(pairs int, src *uint16, dst *uint16, w int, mask uint16, offs *int32)
+// Requires: AVX, AVX512F
+TEXT ·gatherPairs(SB), NOSPLIT, $0-48
+	MOVQ      pairs+0(FP), AX
+	MOVQ      src+8(FP), CX
+	MOVQ      dst+16(FP), DX
+	MOVQ      w+24(FP), BX
+	SHLQ      $0x02, BX
+	MOVWLZX   mask+32(FP), SI
+	MOVQ      offs+40(FP), DI
+	VMOVDQU32 (DI), Z0
+	KMOVW     SI, K2
+	TESTQ     AX, AX
+	JZ        gp_done
+
+gp_loop:
+	KMOVW      SI, K1
+	VPXORD     Z1, Z1, Z1
+	VPGATHERDD (CX)(Z0*2), K1, Z1
+	VMOVDQU32  Z1, K2, (DX)
+	ADDQ       $0x04, CX
+	ADDQ       BX, DX
+	DECQ       AX
+	JNZ        gp_loop
+
+gp_done:
+	VZEROUPPER
+	RET
+
+// func transposePairs16(blocks int, src *uint16, offs *int64, dst *uint16, w int, mask uint16)
+// Requires: AVX, AVX512F
+TEXT ·transposePairs16(SB), NOSPLIT, $0-42
+	MOVQ    blocks+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    offs+16(FP), DX
+	MOVQ    dst+24(FP), BX
+	MOVQ    w+32(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+40(FP), DI
+	KMOVW   DI, K2
+	TESTQ   AX, AX
+	JZ      tp_done
+
+tp_loop:
+	MOVQ        (DX), DI
+	VMOVDQU32   (CX)(DI*1), Z0
+	MOVQ        8(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z1
+	MOVQ        16(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z2
+	MOVQ        24(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z3
+	MOVQ        32(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z4
+	MOVQ        40(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z5
+	MOVQ        48(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z6
+	MOVQ        56(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z7
+	MOVQ        64(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z8
+	MOVQ        72(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z9
+	MOVQ        80(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z10
+	MOVQ        88(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z11
+	MOVQ        96(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z12
+	MOVQ        104(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z13
+	MOVQ        112(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z14
+	MOVQ        120(DX), DI
+	VMOVDQU32   (CX)(DI*1), Z15
+	VPUNPCKLDQ  Z1, Z0, Z16
+	VPUNPCKHDQ  Z1, Z0, Z17
+	VPUNPCKLDQ  Z3, Z2, Z18
+	VPUNPCKHDQ  Z3, Z2, Z19
+	VPUNPCKLDQ  Z5, Z4, Z20
+	VPUNPCKHDQ  Z5, Z4, Z21
+	VPUNPCKLDQ  Z7, Z6, Z22
+	VPUNPCKHDQ  Z7, Z6, Z23
+	VPUNPCKLDQ  Z9, Z8, Z24
+	VPUNPCKHDQ  Z9, Z8, Z25
+	VPUNPCKLDQ  Z11, Z10, Z26
+	VPUNPCKHDQ  Z11, Z10, Z27
+	VPUNPCKLDQ  Z13, Z12, Z28
+	VPUNPCKHDQ  Z13, Z12, Z29
+	VPUNPCKLDQ  Z15, Z14, Z30
+	VPUNPCKHDQ  Z15, Z14, Z31
+	VPUNPCKLQDQ Z18, Z16, Z0
+	VPUNPCKHQDQ Z18, Z16, Z1
+	VPUNPCKLQDQ Z19, Z17, Z2
+	VPUNPCKHQDQ Z19, Z17, Z3
+	VPUNPCKLQDQ Z22, Z20, Z4
+	VPUNPCKHQDQ Z22, Z20, Z5
+	VPUNPCKLQDQ Z23, Z21, Z6
+	VPUNPCKHQDQ Z23, Z21, Z7
+	VPUNPCKLQDQ Z26, Z24, Z8
+	VPUNPCKHQDQ Z26, Z24, Z9
+	VPUNPCKLQDQ Z27, Z25, Z10
+	VPUNPCKHQDQ Z27, Z25, Z11
+	VPUNPCKLQDQ Z30, Z28, Z12
+	VPUNPCKHQDQ Z30, Z28, Z13
+	VPUNPCKLQDQ Z31, Z29, Z14
+	VPUNPCKHQDQ Z31, Z29, Z15
+	VSHUFI32X4  $0x88, Z4, Z0, Z16
+	VSHUFI32X4  $0xdd, Z4, Z0, Z20
+	VSHUFI32X4  $0x88, Z5, Z1, Z17
+	VSHUFI32X4  $0xdd, Z5, Z1, Z21
+	VSHUFI32X4  $0x88, Z6, Z2, Z18
+	VSHUFI32X4  $0xdd, Z6, Z2, Z22
+	VSHUFI32X4  $0x88, Z7, Z3, Z19
+	VSHUFI32X4  $0xdd, Z7, Z3, Z23
+	VSHUFI32X4  $0x88, Z12, Z8, Z24
+	VSHUFI32X4  $0xdd, Z12, Z8, Z28
+	VSHUFI32X4  $0x88, Z13, Z9, Z25
+	VSHUFI32X4  $0xdd, Z13, Z9, Z29
+	VSHUFI32X4  $0x88, Z14, Z10, Z26
+	VSHUFI32X4  $0xdd, Z14, Z10, Z30
+	VSHUFI32X4  $0x88, Z15, Z11, Z27
+	VSHUFI32X4  $0xdd, Z15, Z11, Z31
+	VSHUFI32X4  $0x88, Z24, Z16, Z0
+	VSHUFI32X4  $0xdd, Z24, Z16, Z8
+	VSHUFI32X4  $0x88, Z25, Z17, Z1
+	VSHUFI32X4  $0xdd, Z25, Z17, Z9
+	VSHUFI32X4  $0x88, Z26, Z18, Z2
+	VSHUFI32X4  $0xdd, Z26, Z18, Z10
+	VSHUFI32X4  $0x88, Z27, Z19, Z3
+	VSHUFI32X4  $0xdd, Z27, Z19, Z11
+	VSHUFI32X4  $0x88, Z28, Z20, Z4
+	VSHUFI32X4  $0xdd, Z28, Z20, Z12
+	VSHUFI32X4  $0x88, Z29, Z21, Z5
+	VSHUFI32X4  $0xdd, Z29, Z21, Z13
+	VSHUFI32X4  $0x88, Z30, Z22, Z6
+	VSHUFI32X4  $0xdd, Z30, Z22, Z14
+	VSHUFI32X4  $0x88, Z31, Z23, Z7
+	VSHUFI32X4  $0xdd, Z31, Z23, Z15
+	VMOVDQU32   Z0, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z1, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z2, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z3, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z4, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z5, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z6, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z7, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z8, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z9, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z10, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z11, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z12, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z13, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z14, K2, (BX)
+	ADDQ        SI, BX
+	VMOVDQU32   Z15, K2, (BX)
+	ADDQ        SI, BX
+	ADDQ        $0x40, CX
+	DECQ        AX
+	JNZ         tp_loop
+
+tp_done:
+	VZEROUPPER
+	RET
+
 // func xgetbv0() uint64
 TEXT ·xgetbv0(SB), NOSPLIT, $0-8
 	XORL CX, CX

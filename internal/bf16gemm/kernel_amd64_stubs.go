@@ -14,5 +14,20 @@ func dotTile12x32(pairs int, a *uint16, b *uint16, c *float32, ldc int, acc bool
 //go:noescape
 func amxStrip32x32(cfg *byte, pairs int, a *uint16, lda int, b *uint16, bstride int, c *float32, ldc int, panels int, acc bool)
 
+// packPairRows interleaves pairs pairs of stored rows (ld elements apart) into dwords of a pair panel w dwords wide, the columns of mask (AVX512BW).
+//
+//go:noescape
+func packPairRows(pairs int, src *uint16, ld int, dst *uint16, w int, mask uint32, idx *uint16)
+
+// gatherPairs gathers pairs pairs of up to 16 stored rows (at element offsets offs from src, the rows of mask) into dwords of a pair panel w dwords wide (AVX512F).
+//
+//go:noescape
+func gatherPairs(pairs int, src *uint16, dst *uint16, w int, mask uint16, offs *int32)
+
+// transposePairs16 transposes blocks blocks of 16 pairs of 16 stored rows (at byte offsets offs from src) into dwords of a pair panel w dwords wide, the rows of mask written (AVX512F).
+//
+//go:noescape
+func transposePairs16(blocks int, src *uint16, offs *int64, dst *uint16, w int, mask uint16)
+
 // xgetbv0 returns XCR0.
 func xgetbv0() uint64

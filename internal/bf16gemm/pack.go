@@ -2,18 +2,33 @@ package bf16gemm
 
 import "unsafe"
 
-// The panels are written a dword (one pair of depths) at a time: where a
-// pair is adjacent in the stored operand (op(A) untransposed, op(B)
-// transposed) it is copied as a dword; where it spans two stored rows it
-// is put together from them. Both are several times faster than placing
-// each 16-bit value on its own (measured: BenchmarkGemm's small-n shapes,
-// whose A panels are packed for few column panels).
+// A pair panel is w dwords wide (mr for A, nr for B): dword p*w+j holds
+// the values at depths 2p and 2p+1 of its row (A) or column (B) j. Its
+// pairs come from the stored operand in one of two ways, each a contract
+// with an assembly implementation (pack_amd64.go, where the CPU has
+// AVX512BW) and a Go one (packgo.go, the reference the tests hold the
+// assembly to, and the path of every other build):
+//
+//   - interleaveRows: the pair spans two stored rows (op(A) transposed,
+//     op(B) untransposed): dword p*w+j = src[2p*ld+j] | src[(2p+1)*ld+j]<<16;
+//   - transposePairs: the pair is adjacent in a stored row (op(A)
+//     untransposed, op(B) transposed): dword p*w+r = src[r*ld+2p] |
+//     src[r*ld+2p+1]<<16.
+//
+// Both write full pairs only (p < k/2) and only the w's columns or rows
+// that exist; packA and packBPanel add an odd depth's last value and clear
+// what the kernel reads past them. Packed a value at a time in Go, the
+// panels cost as much as the products on the step's shapes: a third of
+// the weight gradients' time (pprof, dw_fc on one core), hence assembly.
 
-// words32 views s as its dwords, or returns nil when s does not start
-// on a 4-byte boundary (the caller then copies values one at a time).
+// words32 views s as its dwords; s starts on a 4-byte boundary (the
+// panels are fresh buffers of even length).
 func words32(s []uint16) []uint32 {
-	if len(s) < 2 || uintptr(unsafe.Pointer(&s[0]))%4 != 0 {
+	if len(s) < 2 {
 		return nil
+	}
+	if uintptr(unsafe.Pointer(&s[0]))%4 != 0 {
+		panic("bf16gemm: a panel is not dword-aligned")
 	}
 	return unsafe.Slice((*uint32)(unsafe.Pointer(&s[0])), len(s)/2)
 }
@@ -26,44 +41,30 @@ func pair(lo, hi uint16) uint32 { return uint32(lo) | uint32(hi)<<16 }
 func packA(kern *kernel, o operands, dst []uint16, kp, i0 int) {
 	mr := kern.mr
 	rows := min(mr, o.m-i0)
-	clear(dst[:mr*kp])
 	if kern.aRows {
+		clear(dst[:mr*kp])
 		packARows(o, dst, kp, i0, rows)
 		return
 	}
-	d32 := words32(dst[:mr*kp]) // dst is a fresh aligned buffer: never nil
+	if rows < mr || kp > o.k+o.k%2 {
+		clear(dst[:mr*kp]) // what the pairs below leave unwritten
+	}
+	d32 := words32(dst[:mr*kp])
+	pairs := o.k / 2
 	if o.aT {
-		// op(A)(i, p) = a[p*lda + i]: pair p is stored rows 2p and 2p+1.
-		for p := 0; p < o.k; p += 2 {
-			lo := o.a[p*o.lda+i0:][:rows]
-			d := d32[(p>>1)*mr:][:rows]
-			if p+1 == o.k {
-				for r, v := range lo {
-					d[r] = uint32(v)
-				}
-				break
-			}
-			hi := o.a[(p+1)*o.lda+i0:][:rows]
-			for r, v := range lo {
-				d[r] = pair(v, hi[r])
+		// op(A)(i, p) = a[p*lda + i]
+		interleaveRows(pairs, o.a[i0:], o.lda, d32, mr, rows)
+		if o.k%2 == 1 {
+			for r, v := range o.a[(o.k-1)*o.lda+i0:][:rows] {
+				d32[pairs*mr+r] = uint32(v)
 			}
 		}
 		return
 	}
-	for r := range rows {
-		src := o.a[(i0+r)*o.lda:][:o.k]
-		s32 := words32(src)
-		if s32 == nil {
-			for p, v := range src {
-				dst[(p>>1)*2*mr+2*r+p&1] = v
-			}
-			continue
-		}
-		for p, v := range s32 {
-			d32[p*mr+r] = v
-		}
-		if o.k%2 == 1 {
-			d32[(o.k>>1)*mr+r] = uint32(src[o.k-1])
+	transposePairs(pairs, o.a[i0*o.lda:], o.lda, d32, mr, rows)
+	if o.k%2 == 1 {
+		for r := range rows {
+			d32[pairs*mr+r] = uint32(o.a[(i0+r)*o.lda+o.k-1])
 		}
 	}
 }
@@ -147,43 +148,27 @@ func packBPanel(kern *kernel, o operands, dst []uint16, kp, q int) {
 	nr := kern.nr
 	j0 := q * nr
 	panel := dst[q*kp*nr:][:kp*nr]
-	clear(panel)
-	d32 := words32(panel) // kp*nr is even: every panel is aligned
 	cols := min(nr, o.n-j0)
+	if cols < nr || kp > o.k+o.k%2 {
+		clear(panel)
+	}
+	d32 := words32(panel) // kp*nr is even: every panel is aligned
+	pairs := o.k / 2
 	if o.bT {
-		// op(B)(p, j) = b[j*ldb + p]: a stored row holds column j's
-		// depths, pairs adjacent.
-		for j := range cols {
-			src := o.b[(j0+j)*o.ldb:][:o.k]
-			s32 := words32(src)
-			if s32 == nil {
-				for p, v := range src {
-					panel[2*((p>>1)*nr+j)+p&1] = v
-				}
-				continue
-			}
-			for p, v := range s32 {
-				d32[p*nr+j] = v
-			}
-			if o.k%2 == 1 {
-				d32[(o.k>>1)*nr+j] = uint32(src[o.k-1])
+		// op(B)(p, j) = b[j*ldb + p]
+		transposePairs(pairs, o.b[j0*o.ldb:], o.ldb, d32, nr, cols)
+		if o.k%2 == 1 {
+			for j := range cols {
+				d32[pairs*nr+j] = uint32(o.b[(j0+j)*o.ldb+o.k-1])
 			}
 		}
 		return
 	}
-	// op(B)(p, j) = b[p*ldb + j]: pair p is stored rows 2p and 2p+1.
-	for p := 0; p < o.k; p += 2 {
-		lo := o.b[p*o.ldb+j0:][:cols]
-		d := d32[(p>>1)*nr:][:cols]
-		if p+1 == o.k {
-			for j, v := range lo {
-				d[j] = uint32(v)
-			}
-			break
-		}
-		hi := o.b[(p+1)*o.ldb+j0:][:cols]
-		for j, v := range lo {
-			d[j] = pair(v, hi[j])
+	// op(B)(p, j) = b[p*ldb + j]
+	interleaveRows(pairs, o.b[j0:], o.ldb, d32, nr, cols)
+	if o.k%2 == 1 {
+		for j, v := range o.b[(o.k-1)*o.ldb+j0:][:cols] {
+			d32[pairs*nr+j] = uint32(v)
 		}
 	}
 }

@@ -29,6 +29,9 @@ func main() {
 	ConstraintExpr("amd64,!purego")
 	genDot()
 	genAMX()
+	genPackPairRows()
+	genGatherPairs()
+	genTransposePairs16()
 	genXgetbv()
 	Generate()
 }
@@ -208,6 +211,176 @@ func genAMX() {
 	DECQ(reg.R13)
 	JNZ(LabelRef("amx_panel"))
 	x86enc.Emit("TILERELEASE", x86enc.TILERELEASE(), nil, nil)
+	RET()
+}
+
+// genPackPairRows generates packPairRows, the packing of a pair panel
+// whose pairs span two stored rows (op(A) transposed, op(B) untransposed):
+//
+//	dst[p*w+j] (dwords) = src[2p*ld+j] | src[(2p+1)*ld+j]<<16
+//
+// for p < pairs and the columns j < 32 whose bit is set in mask (the
+// others of dst's w are not written; w is 12 or 32). The two rows are
+// loaded under the mask (no read past the columns) and interleaved by
+// VPERMT2W with idx's two tables of 32 words (the first interleaves
+// columns 0-15, the second 16-31).
+func genPackPairRows() {
+	TEXT("packPairRows", NOSPLIT, "func(pairs int, src *uint16, ld int, dst *uint16, w int, mask uint32, idx *uint16)")
+	Pragma("noescape")
+	Doc("packPairRows interleaves pairs pairs of stored rows (ld elements apart) into dwords of a pair panel w dwords wide, the columns of mask (AVX512BW).")
+	n := Load(Param("pairs"), GP64())
+	s := Load(Param("src"), GP64())
+	ld := Load(Param("ld"), GP64())
+	SHLQ(Imm(1), ld) // bytes between stored rows
+	d := Load(Param("dst"), GP64())
+	w := Load(Param("w"), GP64())
+	SHLQ(Imm(2), w) // bytes between pair rows of dst
+	m := Load(Param("mask"), GP32())
+	idx := Load(Param("idx"), GP64())
+	VMOVDQU16(Mem{Base: idx}, reg.Z30)
+	VMOVDQU16(Mem{Base: idx, Disp: 64}, reg.Z31)
+	KMOVD(m, reg.K1) // the columns read
+	KMOVW(m, reg.K2) // the dwords of columns 0-15 written
+	SHRL(Imm(16), m)
+	KMOVW(m, reg.K3) // and of columns 16-31
+	hi := GP64()
+	LEAQ(Mem{Base: s, Index: ld, Scale: 1}, hi)
+	SHLQ(Imm(1), ld) // bytes between pairs of stored rows
+	TESTQ(n, n)
+	JZ(LabelRef("ppr_done"))
+	Label("ppr_loop")
+	VMOVDQU16_Z(Mem{Base: s}, reg.K1, reg.Z0)
+	VMOVDQU16_Z(Mem{Base: hi}, reg.K1, reg.Z1)
+	VMOVDQA64(reg.Z0, reg.Z2)
+	VPERMT2W(reg.Z1, reg.Z30, reg.Z2)
+	VPERMT2W(reg.Z1, reg.Z31, reg.Z0)
+	VMOVDQU32(reg.Z2, reg.K2, Mem{Base: d})
+	VMOVDQU32(reg.Z0, reg.K3, Mem{Base: d, Disp: 64})
+	ADDQ(ld, s)
+	ADDQ(ld, hi)
+	ADDQ(w, d)
+	DECQ(n)
+	JNZ(LabelRef("ppr_loop"))
+	Label("ppr_done")
+	VZEROUPPER()
+	RET()
+}
+
+// genGatherPairs generates gatherPairs, the packing of a pair panel
+// whose pairs are adjacent in the stored rows (op(A) untransposed, op(B)
+// transposed): a transpose of dwords,
+//
+//	dst[p*w+r] (dwords) = the pair at src[offs[r]+2p], src[offs[r]+2p+1]
+//
+// for p < pairs and the rows r < 16 whose bit is set in mask (the others
+// are neither read nor written), one VPGATHERDD a pair row.
+func genGatherPairs() {
+	TEXT("gatherPairs", NOSPLIT, "func(pairs int, src *uint16, dst *uint16, w int, mask uint16, offs *int32)")
+	Pragma("noescape")
+	Doc("gatherPairs gathers pairs pairs of up to 16 stored rows (at element offsets offs from src, the rows of mask) into dwords of a pair panel w dwords wide (AVX512F).")
+	n := Load(Param("pairs"), GP64())
+	s := Load(Param("src"), GP64())
+	d := Load(Param("dst"), GP64())
+	w := Load(Param("w"), GP64())
+	SHLQ(Imm(2), w)
+	m := Load(Param("mask"), GP32())
+	offs := Load(Param("offs"), GP64())
+	VMOVDQU32(Mem{Base: offs}, reg.Z0)
+	KMOVW(m, reg.K2)
+	TESTQ(n, n)
+	JZ(LabelRef("gp_done"))
+	Label("gp_loop")
+	KMOVW(m, reg.K1)
+	VPXORD(reg.Z1, reg.Z1, reg.Z1)
+	VPGATHERDD(Mem{Base: s, Index: reg.Z0, Scale: 2}, reg.K1, reg.Z1)
+	VMOVDQU32(reg.Z1, reg.K2, Mem{Base: d})
+	ADDQ(Imm(4), s)
+	ADDQ(w, d)
+	DECQ(n)
+	JNZ(LabelRef("gp_loop"))
+	Label("gp_done")
+	VZEROUPPER()
+	RET()
+}
+
+// genTransposePairs16 generates transposePairs16, transposePairs's
+// contract (pack.go) for blocks of 16 pairs of up to 16 stored rows: each
+// block loads 16 dwords of each row (rows past the last one load the last
+// again: offs clamps them), transposes the 16x16 dwords in registers
+// (unpacks of dwords and qwords, then two rounds of 128-bit lane
+// shuffles) and stores each pair row's dwords under mask. VPGATHERDD,
+// the one-instruction way, takes about 30 cycles a pair row on Zen 4;
+// this takes about five.
+func genTransposePairs16() {
+	TEXT("transposePairs16", NOSPLIT, "func(blocks int, src *uint16, offs *int64, dst *uint16, w int, mask uint16)")
+	Pragma("noescape")
+	Doc("transposePairs16 transposes blocks blocks of 16 pairs of 16 stored rows (at byte offsets offs from src) into dwords of a pair panel w dwords wide, the rows of mask written (AVX512F).")
+	n := Load(Param("blocks"), GP64())
+	s := Load(Param("src"), GP64())
+	offs := Load(Param("offs"), GP64())
+	d := Load(Param("dst"), GP64())
+	w := Load(Param("w"), GP64())
+	SHLQ(Imm(2), w) // bytes between pair rows of dst
+	m := Load(Param("mask"), GP32())
+	KMOVW(m, reg.K2)
+	z := func(i int) reg.VecPhysical {
+		return []reg.VecPhysical{reg.Z0, reg.Z1, reg.Z2, reg.Z3, reg.Z4, reg.Z5, reg.Z6, reg.Z7,
+			reg.Z8, reg.Z9, reg.Z10, reg.Z11, reg.Z12, reg.Z13, reg.Z14, reg.Z15, reg.Z16, reg.Z17,
+			reg.Z18, reg.Z19, reg.Z20, reg.Z21, reg.Z22, reg.Z23, reg.Z24, reg.Z25, reg.Z26, reg.Z27,
+			reg.Z28, reg.Z29, reg.Z30, reg.Z31}[i]
+	}
+	off := GP64()
+	d2 := GP64()
+	TESTQ(n, n)
+	JZ(LabelRef("tp_done"))
+	Label("tp_loop")
+	// Rows r in Z(r).
+	for r := range 16 {
+		MOVQ(Mem{Base: offs, Disp: 8 * r}, off)
+		VMOVDQU32(Mem{Base: s, Index: off, Scale: 1}, z(r))
+	}
+	// t(2g), t(2g+1) in Z16+: rows 2g and 2g+1 interleaved by dwords.
+	for g := range 8 {
+		VPUNPCKLDQ(z(2*g+1), z(2*g), z(16+2*g))
+		VPUNPCKHDQ(z(2*g+1), z(2*g), z(16+2*g+1))
+	}
+	// u(4q+c) in Z(4q+c): rows 4q..4q+3 of column 4L+c in lane L.
+	for q := range 4 {
+		t := 16 + 4*q
+		VPUNPCKLQDQ(z(t+2), z(t), z(4*q))
+		VPUNPCKHQDQ(z(t+2), z(t), z(4*q+1))
+		VPUNPCKLQDQ(z(t+3), z(t+1), z(4*q+2))
+		VPUNPCKHQDQ(z(t+3), z(t+1), z(4*q+3))
+	}
+	// v in Z16+: v(8h+c) lanes 0,2 columns c, c+8 (0x88) and v(8h+4+c)
+	// columns c+4, c+12 (0xdd), rows 8h..8h+7.
+	for h := range 2 {
+		for c := range 4 {
+			VSHUFI32X4(U8(0x88), z(8*h+4+c), z(8*h+c), z(16+8*h+c))
+			VSHUFI32X4(U8(0xdd), z(8*h+4+c), z(8*h+c), z(16+8*h+4+c))
+		}
+	}
+	// Columns: 0x88 of v(c), v(8+c) is column cl, 0xdd column cl+8,
+	// where v(c) holds columns cl, cl+8 (cl = c for c < 4, c for the
+	// 0xdd half: v(4+c) holds c+4, c+12).
+	for c := range 8 {
+		VSHUFI32X4(U8(0x88), z(16+8+c), z(16+c), z(c))
+		VSHUFI32X4(U8(0xdd), z(16+8+c), z(16+c), z(8+c))
+	}
+	MOVQ(d, d2)
+	for c := range 16 {
+		VMOVDQU32(z(c), reg.K2, Mem{Base: d2})
+		if c < 15 {
+			ADDQ(w, d2)
+		}
+	}
+	ADDQ(w, d2)
+	MOVQ(d2, d)
+	ADDQ(Imm(64), s)
+	DECQ(n)
+	JNZ(LabelRef("tp_loop"))
+	Label("tp_done")
+	VZEROUPPER()
 	RET()
 }
 
