@@ -95,7 +95,7 @@ func (m *Model) PassCosts(runs int, cost CostModel) ([]PassCost, error) {
 	run := func(ns []*G.Node) []*G.Node { // the ops the arena runs
 		var out []*G.Node
 		for _, n := range ns {
-			if _, ok := p.StepOf(n); ok {
+			if _, ok := p.RunsOp(n); ok {
 				out = append(out, n)
 			}
 		}
@@ -108,7 +108,7 @@ func (m *Model) PassCosts(runs int, cost CostModel) ([]PassCost, error) {
 		c := PassCost{Pass: rec.Pass, Ops: len(rec.ops)}
 		c.Steps = [2]int{p.Steps(), 0}
 		for _, n := range run(rec.ops) {
-			s, _ := p.StepOf(n)
+			s, _ := p.RunsOp(n)
 			c.Steps = [2]int{min(c.Steps[0], s), max(c.Steps[1], s+1)}
 			c.Time += measured(s)
 			c.Flops += flops(n)
@@ -116,7 +116,7 @@ func (m *Model) PassCosts(runs int, cost CostModel) ([]PassCost, error) {
 		}
 		c.Cost = cost.Nodes(run(rec.ops))
 		for _, n := range run(rec.core) {
-			s, _ := p.StepOf(n)
+			s, _ := p.RunsOp(n)
 			c.Core += measured(s)
 		}
 		c.CoreCost = cost.Nodes(run(rec.core))

@@ -328,16 +328,17 @@ func TestGemm16OnWidenIsTheCastStep(t *testing.T) {
 
 // TestFusedCastsBitwise: on the speed path's graph the arena fuses the
 // casts up whose every reader is a bf16 product (arena.BF16Reader: the
-// products read the bf16 values), and the step is bitwise the one that
-// runs every cast (arena.Options.KeepCasts), on every bf16gemm path; the
-// fused program runs fewer ops, and the casts up that some other op reads
-// (a bias gradient's column sums read the output gradient) still run.
+// products read the bf16 values) and the round trips (an output cast down
+// and straight back up: its op rounds it in place), and the step is
+// bitwise the one that runs every cast (arena.Options.KeepCasts), on
+// every bf16gemm path; the fused program runs fewer ops, only casts fewer,
+// and the casts that some other op reads still run.
 func TestFusedCastsBitwise(t *testing.T) {
 	p := tinyParams(t)
 	bf := WithPrecision(policy(t, "bf16"))
 	restoreGemm16(t)
 	gemm16Override = 1
-	castsUp := func(opts ...ModelOption) (steps, casts int) {
+	casts := func(opts ...ModelOption) (steps, up, down int) {
 		cfg := p.Config()
 		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, append([]ModelOption{bf}, opts...)...)
 		if err != nil {
@@ -346,13 +347,18 @@ func TestFusedCastsBitwise(t *testing.T) {
 		defer m.Close()
 		prog := m.Arena()
 		for _, n := range m.Graph().AllNodes() {
-			if c, ok := n.Op().(arena.CastOp); ok && c.From == arena.BF16 && c.To == arena.F32 {
-				if _, runs := prog.StepOf(n); runs {
-					casts++
-				}
+			c, ok := n.Op().(arena.CastOp)
+			if _, runs := prog.RunsOp(n); !ok || !runs {
+				continue
+			}
+			switch {
+			case c.From == arena.BF16 && c.To == arena.F32:
+				up++
+			case c.From == arena.F32 && c.To == arena.BF16:
+				down++
 			}
 		}
-		return prog.Steps(), casts
+		return prog.Steps(), up, down
 	}
 	keep := WithArena(arena.Options{InPlace: true, KeepCasts: true})
 	for _, path := range append(bf16gemm.Paths(), "auto") {
@@ -367,12 +373,13 @@ func TestFusedCastsBitwise(t *testing.T) {
 			}
 		})
 	}
-	sk, ck := castsUp(keep)
-	sf, cf := castsUp()
-	if !(cf < ck && sk-sf == ck-cf) || cf == 0 {
-		t.Errorf("casts up run: %d of %d ops fused, %d of %d kept; want some fused (and only casts), some kept", sf, sk, cf, ck)
+	sk, uk, dk := casts(keep)
+	sf, uf, df := casts()
+	if !(uf < uk && df < dk && sk-sf == uk-uf+dk-df) || uf == 0 || df == 0 {
+		t.Errorf("ops run: %d fused, %d with every cast; casts up %d and %d, down %d and %d; want fewer of each (and only casts), some kept",
+			sf, sk, uf, uk, df, dk)
 	}
-	t.Logf("casts up run: %d of them with fusion, %d without; ops %d and %d", cf, ck, sf, sk)
+	t.Logf("casts run, fused against every cast: up %d and %d, down %d and %d; ops %d and %d", uf, uk, df, dk, sf, sk)
 }
 
 // TestPrecisionRefused: policies the graph cannot build and a step

@@ -41,7 +41,7 @@ func (m *Model) OpProfile(runs int) ([]OpTime, error) {
 	}
 	byKind := map[string]*OpTime{}
 	for _, n := range m.g.AllNodes() {
-		s, ok := p.StepOf(n)
+		s, ok := p.RunsOp(n)
 		if !ok || n.Op() == nil {
 			continue
 		}
@@ -82,7 +82,7 @@ func (m *Model) StreamCosts(c CostModel, split float64) ([]planner.Cost, error) 
 	}
 	costs := make([]planner.Cost, p.Steps())
 	for _, n := range m.g.AllNodes() {
-		if s, ok := p.StepOf(n); ok && n.Op() != nil {
+		if s, ok := p.RunsOp(n); ok && n.Op() != nil {
 			shared := c.Node(n)
 			costs[s] = planner.Cost{Alone: shared / split, Shared: shared}
 		}
@@ -102,7 +102,7 @@ func (m *Model) StepFlops() float64 {
 			continue
 		}
 		if p != nil {
-			if _, ok := p.StepOf(n); !ok {
+			if _, ok := p.RunsOp(n); !ok {
 				continue
 			}
 		}

@@ -1,6 +1,9 @@
 package precision
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // The slice conversions convert len(src) values and panic if dst is
 // shorter. Each runs the vector kernel this CPU has (see Kernels) over the
@@ -41,6 +44,27 @@ func EncodeBF16Sat(dst []uint16, src []float32) {
 func DecodeBF16(dst []float32, src []uint16) {
 	checkLen("DecodeBF16", len(dst), len(src))
 	decode(active.decBF16, dst, src, FromBF16)
+}
+
+// roundChunk is the values RoundBF16 narrows at a time (its scratch stays
+// in L1).
+const roundChunk = 1024
+
+// roundScratch holds RoundBF16's scratch (on the stack it would escape:
+// the kernels are called through function values).
+var roundScratch = sync.Pool{New: func() any { return new([roundChunk]uint16) }}
+
+// RoundBF16 rounds each x[i] in place to the float32 value of its bf16,
+// FromBF16(ToBF16(x[i])): EncodeBF16 then DecodeBF16, a chunk at a time
+// through scratch, so bitwise the two casts of a round trip.
+func RoundBF16(x []float32) {
+	tmp := roundScratch.Get().(*[roundChunk]uint16)
+	defer roundScratch.Put(tmp)
+	for lo := 0; lo < len(x); lo += roundChunk {
+		c := x[lo:min(len(x), lo+roundChunk)]
+		encode(active.encBF16, tmp[:len(c)], c, false, ToBF16)
+		decode(active.decBF16, c, tmp[:len(c)], FromBF16)
+	}
 }
 
 func checkLen(fn string, dst, src int) {

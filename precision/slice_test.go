@@ -137,3 +137,31 @@ func TestCheckCatchesMismatch(t *testing.T) {
 		t.Fatal("truncating bf16 conversion not reported")
 	}
 }
+
+// TestRoundBF16 checks the in-place round trip against the scalar casts
+// with each kernel set, on lengths around its chunk, and that it rounds
+// (a value with low mantissa bits changes).
+func TestRoundBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for name, s := range kernelSets() {
+		withKernels(s, func() {
+			for _, n := range []int{0, 1, 17, roundChunk - 1, roundChunk, 2*roundChunk + 33} {
+				x := randomBits(rng, n)
+				want := make([]float32, n)
+				for i, v := range x {
+					want[i] = FromBF16(ToBF16(v))
+				}
+				RoundBF16(x)
+				for i := range x {
+					if math.Float32bits(x[i]) != math.Float32bits(want[i]) && !(x[i] != x[i] && want[i] != want[i]) {
+						t.Fatalf("%s n=%d: x[%d] = %#x, want %#x", name, n, i, math.Float32bits(x[i]), math.Float32bits(want[i]))
+					}
+				}
+			}
+		})
+	}
+	x := []float32{1 + 0x1p-20}
+	if RoundBF16(x); x[0] != 1 {
+		t.Fatalf("RoundBF16(1+2^-20) = %v, want 1", x[0])
+	}
+}

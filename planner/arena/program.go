@@ -34,7 +34,9 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"gptlab/internal/par"
 	"gptlab/planner"
+	"gptlab/precision"
 )
 
 // Viewer is implemented by ops whose output is their first input's
@@ -99,6 +101,10 @@ type step struct {
 	view     bool          // out is in[0]'s storage in another shape
 	prealloc *tensor.Dense // a tensor on the output's storage, or nil
 	kernel   func()        // allocation-free computation on fixed storage, or nil
+	// round: the output is rounded in place to bf16 values after the op
+	// (a round trip's casts, fuse.go), by rounder on fixed storage.
+	round   bool
+	rounder func()
 }
 
 // Options configure Compile.
@@ -136,20 +142,29 @@ func Compile(ctx context.Context, g *gorgonia.ExprGraph, retain []*gorgonia.Node
 		return nil, err
 	}
 	p := &Program{g: g, byNode: map[int64]Value{}, bufOf: map[Value]int{}, fused: map[int64]Value{}}
-	var fuse map[*gorgonia.Node]bool
+	var fuse fusion
 	if !o.KeepCasts {
 		fuse = p.fuseCasts(order, retain)
 	}
 	for _, n := range order {
-		if fuse[n] {
+		if fuse.reads[n] {
 			it := g.From(n.ID())
 			it.Next()
 			p.fused[n.ID()], _ = p.valueOf(it.Node().(*gorgonia.Node)) // the value cast
 			continue
 		}
+		if src, ok := fuse.trips[n]; ok {
+			if n.Op().(CastOp).To == F32 {
+				p.byNode[n.ID()] = p.byNode[src.ID()] // the cast up is the rounded output
+			}
+			continue
+		}
 		if err := p.add(n); err != nil {
 			return nil, err
 		}
+	}
+	for _, src := range fuse.trips {
+		p.steps[p.vals[p.byNode[src.ID()]].step].round = true
 	}
 	p.current = make([]gorgonia.Value, len(p.vals))
 	p.bufs = make([]Buf, len(p.vals))
@@ -338,6 +353,21 @@ func (p *Program) bind() {
 			st.kernel, _ = k.BindKernel(p.bufs[st.out], in)
 		}
 	}
+	for i := range p.steps {
+		st := &p.steps[i]
+		st.rounder = nil
+		if st.round && fixed[st.out] {
+			st.rounder = roundKernel(p.bufs[st.out].F32)
+		}
+	}
+}
+
+// roundKernel rounds x in place to bf16 values, split as a cast is.
+func roundKernel(x []float32) func() {
+	n := len(x)
+	return par.New((n+castGrain-1)/castGrain, castGrain, func(lo, hi int) {
+		precision.RoundBF16(x[lo*castGrain : min(hi*castGrain, n)])
+	}).Run
 }
 
 // inputValue is the value an input node holds: the one bound to it, or
@@ -402,6 +432,13 @@ func (p *Program) runStep(i, stream int) error {
 		}
 		p.current[st.out] = v
 	}
+	if st.round {
+		if st.rounder == nil {
+			roundKernel(p.current[st.out].Data().([]float32))()
+		} else {
+			st.rounder()
+		}
+	}
 	for _, f := range p.notify[i] {
 		f()
 	}
@@ -457,6 +494,18 @@ func (p *Program) Dtype(n *gorgonia.Node) (Dtype, bool) {
 func (p *Program) StepOf(n *gorgonia.Node) (int, bool) {
 	v, ok := p.byNode[n.ID()]
 	if !ok || p.vals[v].step < 0 {
+		return 0, false
+	}
+	return p.vals[v].step, true
+}
+
+// RunsOp is the position in the schedule of the step that runs n's own
+// op, or false when none does: an input, a node not in the graph, or a
+// cast fused away (fuse.go). It differs from StepOf for the cast up of a
+// round trip, whose value is final when the op it rounds has run.
+func (p *Program) RunsOp(n *gorgonia.Node) (int, bool) {
+	v, ok := p.byNode[n.ID()]
+	if !ok || p.vals[v].step < 0 || p.vals[v].node != n {
 		return 0, false
 	}
 	return p.vals[v].step, true
