@@ -17,7 +17,8 @@ import (
 // gives the bits of the program running both casts; the cast up, retained
 // or not, stands for the rounded sum. A sum that something else reads too
 // keeps its casts (rounding it in place would change what that reader
-// sees): the negative control.
+// sees), and so does one whose bf16 copy is retained: the negative
+// controls.
 func TestRoundTripFused(t *testing.T) {
 	const rows, cols = 64, 33
 	vals := func(seed float64) []float32 {
@@ -27,7 +28,7 @@ func TestRoundTripFused(t *testing.T) {
 		}
 		return v
 	}
-	build := func(shared bool) (*gorgonia.ExprGraph, []*gorgonia.Node, *gorgonia.Node, *gorgonia.Node, *gorgonia.Node) {
+	build := func(shared, saved bool) (*gorgonia.ExprGraph, []*gorgonia.Node, *gorgonia.Node, *gorgonia.Node, *gorgonia.Node) {
 		g := gorgonia.NewGraph()
 		x := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(rows, cols), gorgonia.WithName("x"),
 			gorgonia.WithValue(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(vals(1)))))
@@ -38,13 +39,16 @@ func TestRoundTripFused(t *testing.T) {
 		up := gorgonia.Must(Cast(down, BF16, F32))
 		out := gorgonia.Must(Add(up, x))
 		retain := []*gorgonia.Node{out, up}
+		if saved {
+			retain = append(retain, down)
+		}
 		if shared {
 			retain = append(retain, gorgonia.Must(Add(sum, y)))
 		}
 		return g, retain, sum, down, up
 	}
-	run := func(shared, keep bool) (*Program, []*gorgonia.Node, *gorgonia.Node, *gorgonia.Node, *gorgonia.Node) {
-		g, retain, sum, down, up := build(shared)
+	run := func(shared, saved, keep bool) (*Program, []*gorgonia.Node, *gorgonia.Node, *gorgonia.Node, *gorgonia.Node) {
+		g, retain, sum, down, up := build(shared, saved)
 		p, err := Compile(context.Background(), g, retain, Options{InPlace: true, KeepCasts: keep})
 		if err != nil {
 			t.Fatal(err)
@@ -54,20 +58,35 @@ func TestRoundTripFused(t *testing.T) {
 		}
 		return p, retain, sum, down, up
 	}
+	bits := func(p *Program, n *gorgonia.Node) []uint32 {
+		b, _ := p.Buf(n)
+		if b.Dtype == BF16 {
+			return slices.Collect(func(yield func(uint32) bool) {
+				for _, v := range b.U16 {
+					yield(uint32(v))
+				}
+			})
+		}
+		return slices.Collect(func(yield func(uint32) bool) {
+			for _, v := range p.Value(n).Data().([]float32) {
+				yield(math.Float32bits(v))
+			}
+		})
+	}
 	data := func(p *Program, n *gorgonia.Node) []float32 { return p.Value(n).Data().([]float32) }
-	for _, shared := range []bool{false, true} {
-		pf, rf, sum, down, up := run(shared, false)
-		pk, rk, _, _, _ := run(shared, true)
+	for _, c := range []struct{ shared, saved bool }{{false, false}, {false, true}, {true, false}} {
+		pf, rf, sum, down, up := run(c.shared, c.saved, false)
+		pk, rk, _, _, _ := run(c.shared, c.saved, true)
 		for i := range rf {
-			if !slices.Equal(data(pf, rf[i]), data(pk, rk[i])) {
-				t.Errorf("shared=%v: retained %v differs from the program running every cast", shared, rf[i])
+			if !slices.Equal(bits(pf, rf[i]), bits(pk, rk[i])) {
+				t.Errorf("%+v: retained %v differs from the program running every cast", c, rf[i])
 			}
 		}
 		_, downRuns := pf.RunsOp(down)
 		_, upRuns := pf.RunsOp(up)
-		if shared {
+		if c.shared || c.saved {
 			if !downRuns || !upRuns || pf.Steps() != pk.Steps() {
-				t.Errorf("a sum read twice: casts run %v, %v, steps %d and %d; want its casts kept", downRuns, upRuns, pf.Steps(), pk.Steps())
+				t.Errorf("%+v: casts run %v, %v, steps %d and %d; want the casts kept", c, downRuns, upRuns, pf.Steps(), pk.Steps())
 			}
 			continue
 		}

@@ -153,17 +153,18 @@ func Compile(ctx context.Context, g *gorgonia.ExprGraph, retain []*gorgonia.Node
 			p.fused[n.ID()], _ = p.valueOf(it.Node().(*gorgonia.Node)) // the value cast
 			continue
 		}
-		if src, ok := fuse.trips[n]; ok {
-			if n.Op().(CastOp).To == F32 {
-				p.byNode[n.ID()] = p.byNode[src.ID()] // the cast up is the rounded output
-			}
+		if src, ok := fuse.ups[n]; ok {
+			p.byNode[n.ID()] = p.byNode[src.ID()] // the cast up is the rounded output
+			continue
+		}
+		if fuse.drops[n] {
 			continue
 		}
 		if err := p.add(n); err != nil {
 			return nil, err
 		}
 	}
-	for _, src := range fuse.trips {
+	for _, src := range fuse.ups {
 		p.steps[p.vals[p.byNode[src.ID()]].step].round = true
 	}
 	p.current = make([]gorgonia.Value, len(p.vals))
