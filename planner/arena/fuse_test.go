@@ -58,20 +58,18 @@ func TestRoundTripFused(t *testing.T) {
 		}
 		return p, retain, sum, down, up
 	}
-	bits := func(p *Program, n *gorgonia.Node) []uint32 {
-		b, _ := p.Buf(n)
-		if b.Dtype == BF16 {
-			return slices.Collect(func(yield func(uint32) bool) {
-				for _, v := range b.U16 {
-					yield(uint32(v))
-				}
-			})
-		}
-		return slices.Collect(func(yield func(uint32) bool) {
-			for _, v := range p.Value(n).Data().([]float32) {
-				yield(math.Float32bits(v))
+	bits := func(p *Program, n *gorgonia.Node) []uint32 { // a value's bits, bf16 or f32
+		var out []uint32
+		if b, _ := p.Buf(n); b.Dtype == BF16 {
+			for _, v := range b.U16 {
+				out = append(out, uint32(v))
 			}
-		})
+			return out
+		}
+		for _, v := range p.Value(n).Data().([]float32) {
+			out = append(out, math.Float32bits(v))
+		}
+		return out
 	}
 	data := func(p *Program, n *gorgonia.Node) []float32 { return p.Value(n).Data().([]float32) }
 	for _, c := range []struct{ shared, saved bool }{{false, false}, {false, true}, {true, false}} {

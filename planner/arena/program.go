@@ -434,7 +434,7 @@ func (p *Program) runStep(i, stream int) error {
 		p.current[st.out] = v
 	}
 	if st.round {
-		if st.rounder == nil {
+		if st.rounder == nil { // an output outside the arena: bound anew each run
 			roundKernel(p.current[st.out].Data().([]float32))()
 		} else {
 			st.rounder()
