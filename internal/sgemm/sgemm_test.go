@@ -286,7 +286,10 @@ func TestPanicsLikeGonum(t *testing.T) {
 // split across goroutines. The split is counted by hand over many calls
 // (testing.AllocsPerRun runs at GOMAXPROCS 1, where no call splits), and
 // the runtime's own wait records, which the pool's goroutines take now and
-// then, are let pass: an allocation a call would show in every call.
+// then, are let pass: an allocation a call would show in every call, so
+// fewer than one every other call passes. (Under qemu-user the runtime's
+// came to 6 in 24 calls: a quarter of the calls, as often as the bound of a
+// quarter this test had, which then failed with no allocation of its own.)
 func TestNoAllocs(t *testing.T) {
 	o := newOperands(3, shape{768, 384, 128}, false, true, 1, 0, 0)
 	runs, calls := 20, 200
@@ -313,7 +316,7 @@ func TestNoAllocs(t *testing.T) {
 				call()
 			}
 			runtime.ReadMemStats(&after)
-			if got := after.Mallocs - before.Mallocs; got >= uint64(calls/4) {
+			if got := after.Mallocs - before.Mallocs; got >= uint64(calls/2) {
 				t.Errorf("%d allocations in %d Sgemm calls on %d threads, want about none", got, calls, threads)
 			}
 		})
