@@ -16,8 +16,8 @@ import "unsafe"
 //     src[r*ld+2p+1]<<16.
 //
 // Both write full pairs only (p < k/2) and only the w's columns or rows
-// that exist; packA and packBPanel add an odd depth's last value and clear
-// what the kernel reads past them. Packed a value at a time in Go, the
+// that exist; interleave and transpose add an odd depth's last value, and
+// packA and packBPanel clear what the kernel reads past them. Packed a value at a time in Go, the
 // panels cost as much as the products on the step's shapes: a third of
 // the weight gradients' time (pprof, dw_fc on one core), hence assembly.
 
@@ -50,21 +50,31 @@ func packA(kern *kernel, o operands, dst []uint16, kp, i0 int) {
 		clear(dst[:mr*kp]) // what the pairs below leave unwritten
 	}
 	d32 := words32(dst[:mr*kp])
-	pairs := o.k / 2
 	if o.aT {
-		// op(A)(i, p) = a[p*lda + i]
-		interleaveRows(pairs, o.a[i0:], o.lda, d32, mr, rows)
-		if o.k%2 == 1 {
-			for r, v := range o.a[(o.k-1)*o.lda+i0:][:rows] {
-				d32[pairs*mr+r] = uint32(v)
-			}
-		}
-		return
+		interleave(o.k, o.a[i0:], o.lda, d32, mr, rows) // op(A)(i, p) = a[p*lda + i]
+	} else {
+		transpose(o.k, o.a[i0*o.lda:], o.lda, d32, mr, rows)
 	}
-	transposePairs(pairs, o.a[i0*o.lda:], o.lda, d32, mr, rows)
-	if o.k%2 == 1 {
-		for r := range rows {
-			d32[pairs*mr+r] = uint32(o.a[(i0+r)*o.lda+o.k-1])
+}
+
+// interleave packs depth k of n columns whose pairs span two stored rows
+// (interleaveRows), an odd depth's last value alone in its dword.
+func interleave(k int, src []uint16, ld int, d []uint32, w, n int) {
+	interleaveRows(k/2, src, ld, d, w, n)
+	if k%2 == 1 {
+		for j, v := range src[(k-1)*ld:][:n] {
+			d[k/2*w+j] = uint32(v)
+		}
+	}
+}
+
+// transpose packs depth k of n stored rows whose pairs are adjacent
+// (transposePairs), an odd depth's last value alone in its dword.
+func transpose(k int, src []uint16, ld int, d []uint32, w, n int) {
+	transposePairs(k/2, src, ld, d, w, n)
+	if k%2 == 1 {
+		for r := range n {
+			d[k/2*w+r] = uint32(src[r*ld+k-1])
 		}
 	}
 }
@@ -153,22 +163,9 @@ func packBPanel(kern *kernel, o operands, dst []uint16, kp, q int) {
 		clear(panel)
 	}
 	d32 := words32(panel) // kp*nr is even: every panel is aligned
-	pairs := o.k / 2
 	if o.bT {
-		// op(B)(p, j) = b[j*ldb + p]
-		transposePairs(pairs, o.b[j0*o.ldb:], o.ldb, d32, nr, cols)
-		if o.k%2 == 1 {
-			for j := range cols {
-				d32[pairs*nr+j] = uint32(o.b[(j0+j)*o.ldb+o.k-1])
-			}
-		}
-		return
-	}
-	// op(B)(p, j) = b[p*ldb + j]
-	interleaveRows(pairs, o.b[j0:], o.ldb, d32, nr, cols)
-	if o.k%2 == 1 {
-		for j, v := range o.b[(o.k-1)*o.ldb+j0:][:cols] {
-			d32[pairs*nr+j] = uint32(v)
-		}
+		transpose(o.k, o.b[j0*o.ldb:], o.ldb, d32, nr, cols) // op(B)(p, j) = b[j*ldb + p]
+	} else {
+		interleave(o.k, o.b[j0:], o.ldb, d32, nr, cols)
 	}
 }

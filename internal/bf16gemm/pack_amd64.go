@@ -10,8 +10,8 @@ import (
 )
 
 // packAsm reports whether the panels are packed by the assembly
-// (packPairRows needs AVX512BW; every CPU with AVX512_BF16 or AMX has it).
-// The tests turn it off to run the Go contracts.
+// (packPairRows needs AVX512BW; every CPU with AVX512_BF16 or AMX has it),
+// else by the Go contracts (packgo.go).
 var packAsm = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW
 
 // interleaveIdx is packPairRows's two VPERMT2W tables: words 0-31 take
