@@ -19,60 +19,55 @@ var softmaxAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // softmaxZ reports whether, with softmaxAsm, ExpSum, Max and Scale run
 // their AVX-512 kernels (softmax512_amd64.s: the AVX2 kernels' results on
-// vectors of 16, each row in one call, its last partial vector masked).
-// x/sys/cpu reports AVX-512F only when the OS saves the ZMM registers.
+// vectors of 16). Either family takes each row in one call, its last
+// partial vector under a mask. x/sys/cpu reports AVX-512F only when the
+// OS saves the ZMM registers.
 var softmaxZ = cpu.X86.HasAVX512F
 
-// expSumKernel runs expSumAVX2 over the whole vectors of x and the last
-// partial vector, padded with zeros in a stack copy, whose valid lanes it
-// adds to acc as the kernel would.
+// expSumKernel runs ExpSum's kernel over the whole row.
 func expSumKernel(y, x []float32, scale, shift float32, acc *[8]float64) {
-	if softmaxZ {
-		if len(x) > 0 {
-			expSumAVX512(unsafe.SliceData(y), unsafe.SliceData(x), len(x), scale, shift, &acc[0])
-		}
+	if len(x) == 0 {
 		return
 	}
-	n := len(x) &^ 7
-	var buf [8]float32
-	var tail *float32
-	if n < len(x) {
-		copy(buf[:], x[n:])
-		tail = &buf[0]
+	if softmaxZ {
+		expSumAVX512(unsafe.SliceData(y), unsafe.SliceData(x), len(x), scale, shift, &acc[0])
+		return
 	}
-	expSumAVX2(unsafe.SliceData(y), unsafe.SliceData(x), n, scale, shift, &acc[0], tail)
-	if n < len(x) {
-		copy(y[n:], buf[:])
-		for l, v := range buf[:len(x)-n] {
-			acc[l] += float64(v)
-		}
-	}
+	expSumAVX2(unsafe.SliceData(y), unsafe.SliceData(x), len(x), scale, shift, &acc[0])
 }
 
-// maxRow is Max on the AVX-512 kernel, if it runs (x not empty).
+// maxRow is Max on the whole-row kernels, if they run (x not empty).
 func maxRow(x []float32) (float32, bool) {
-	if !softmaxAsm || !softmaxZ {
+	switch {
+	case !softmaxAsm:
 		return 0, false
+	case softmaxZ:
+		return maxAVX512(&x[0], len(x)), true
 	}
-	return maxAVX512(&x[0], len(x)), true
+	return maxAVX2(&x[0], len(x)), true
 }
 
-// scaleRow is Scale on the AVX-512 kernel, if it runs.
+// scaleRow is Scale on the whole-row kernels, if they run.
 func scaleRow(y, x []float32, a float32) bool {
-	if !softmaxAsm || !softmaxZ {
+	switch {
+	case !softmaxAsm:
 		return false
-	}
-	if len(x) > 0 {
+	case len(x) == 0:
+	case softmaxZ:
 		scaleAVX512(&y[0], &x[0], len(x), a)
+	default:
+		scaleAVX2(&y[0], &x[0], len(x), a)
 	}
 	return true
 }
 
-// maxAsm is maxAVX2 (n a multiple of 8).
-func maxAsm(x *float32, n int, m *float32) { maxAVX2(x, n, m) }
+// maxAsm and scaleAsm are the whole-vector kernels of the other
+// architectures: on amd64, maxRow and scaleRow take every row.
+func maxAsm(x *float32, n int, m *float32) { panic("vec: maxAsm: maxRow takes the rows on amd64") }
 
-// scaleAsm is scaleAVX2 (n a multiple of 8).
-func scaleAsm(y, x *float32, n int, a float32) { scaleAVX2(y, x, n, a) }
+func scaleAsm(y, x *float32, n int, a float32) {
+	panic("vec: scaleAsm: scaleRow takes the rows on amd64")
+}
 
 // dotAsm is Dot on the AVX2 kernel, the last partial vector padded with
 // zeros in a stack copy.

@@ -116,11 +116,27 @@ DATA softmaxconst<>+432(SB)/4, $0x7f800000
 DATA softmaxconst<>+436(SB)/4, $0x7f800000
 DATA softmaxconst<>+440(SB)/4, $0x7f800000
 DATA softmaxconst<>+444(SB)/4, $0x7f800000
-GLOBL softmaxconst<>(SB), RODATA|NOPTR, $448
+DATA softmaxconst<>+448(SB)/4, $0xffffffff
+DATA softmaxconst<>+452(SB)/4, $0xffffffff
+DATA softmaxconst<>+456(SB)/4, $0xffffffff
+DATA softmaxconst<>+460(SB)/4, $0xffffffff
+DATA softmaxconst<>+464(SB)/4, $0xffffffff
+DATA softmaxconst<>+468(SB)/4, $0xffffffff
+DATA softmaxconst<>+472(SB)/4, $0xffffffff
+DATA softmaxconst<>+476(SB)/4, $0xffffffff
+DATA softmaxconst<>+480(SB)/4, $0x00000000
+DATA softmaxconst<>+484(SB)/4, $0x00000000
+DATA softmaxconst<>+488(SB)/4, $0x00000000
+DATA softmaxconst<>+492(SB)/4, $0x00000000
+DATA softmaxconst<>+496(SB)/4, $0x00000000
+DATA softmaxconst<>+500(SB)/4, $0x00000000
+DATA softmaxconst<>+504(SB)/4, $0x00000000
+DATA softmaxconst<>+508(SB)/4, $0x00000000
+GLOBL softmaxconst<>(SB), RODATA|NOPTR, $512
 
-// func expSumAVX2(y *float32, x *float32, n int, scale float32, shift float32, acc *float64, tail *float32)
+// func expSumAVX2(y *float32, x *float32, n int, scale float32, shift float32, acc *float64)
 // Requires: AVX, AVX2, FMA3
-TEXT ·expSumAVX2(SB), NOSPLIT, $0-48
+TEXT ·expSumAVX2(SB), NOSPLIT, $0-40
 	MOVQ         y+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         n+16(FP), DX
@@ -131,8 +147,10 @@ TEXT ·expSumAVX2(SB), NOSPLIT, $0-48
 	VMOVUPS      softmaxconst<>+384(SB), Y3
 	VMOVUPD      (BX), Y4
 	VMOVUPD      32(BX), Y5
+	MOVQ         DX, SI
+	ANDQ         $0x00000007, SI
 	SHRQ         $0x03, DX
-	JZ           expdone
+	JZ           exptail
 
 exploop:
 	VMOVAPS      Y1, Y6
@@ -167,49 +185,59 @@ exploop:
 	DECQ         DX
 	JNZ          exploop
 
-expdone:
-	VMOVUPD     Y4, (BX)
-	VMOVUPD     Y5, 32(BX)
-	MOVQ        tail+40(FP), AX
-	TESTQ       AX, AX
-	JZ          exptaildone
-	VMOVAPS     Y1, Y1
-	VFMSUB231PS (AX), Y0, Y1
-	VCMPPS      $0x1e, Y3, Y1, Y0
-	VMINPS      Y1, Y3, Y1
-	VMAXPS      Y1, Y2, Y1
-	VMOVUPS     softmaxconst<>+0(SB), Y3
-	VFMADD231PS softmaxconst<>+32(SB), Y1, Y3
-	VSUBPS      softmaxconst<>+0(SB), Y3, Y2
-	VFMADD231PS softmaxconst<>+64(SB), Y2, Y1
-	VFMADD231PS softmaxconst<>+96(SB), Y2, Y1
-	VMOVUPS     softmaxconst<>+320(SB), Y2
-	VFMADD213PS softmaxconst<>+288(SB), Y1, Y2
-	VFMADD213PS softmaxconst<>+256(SB), Y1, Y2
-	VFMADD213PS softmaxconst<>+224(SB), Y1, Y2
-	VFMADD213PS softmaxconst<>+192(SB), Y1, Y2
-	VFMADD213PS softmaxconst<>+160(SB), Y1, Y2
-	VMULPS      Y1, Y2, Y2
-	VPSLLD      $0x17, Y3, Y3
-	VPADDD      softmaxconst<>+128(SB), Y3, Y3
-	VFMADD213PS Y3, Y3, Y2
-	VBLENDVPS   Y0, softmaxconst<>+416(SB), Y2, Y2
-	VMOVUPS     Y2, (AX)
+exptail:
+	TESTQ        SI, SI
+	JZ           expdone
+	LEAQ         softmaxconst<>+448(SB), DX
+	NEGQ         SI
+	VMOVDQU      32(DX)(SI*4), Y6
+	VMOVAPS      Y1, Y1
+	VMASKMOVPS   (CX), Y6, Y7
+	VFMSUB231PS  Y7, Y0, Y1
+	VCMPPS       $0x1e, Y3, Y1, Y0
+	VMINPS       Y1, Y3, Y1
+	VMAXPS       Y1, Y2, Y1
+	VMOVUPS      softmaxconst<>+0(SB), Y3
+	VFMADD231PS  softmaxconst<>+32(SB), Y1, Y3
+	VSUBPS       softmaxconst<>+0(SB), Y3, Y2
+	VFMADD231PS  softmaxconst<>+64(SB), Y2, Y1
+	VFMADD231PS  softmaxconst<>+96(SB), Y2, Y1
+	VMOVUPS      softmaxconst<>+320(SB), Y2
+	VFMADD213PS  softmaxconst<>+288(SB), Y1, Y2
+	VFMADD213PS  softmaxconst<>+256(SB), Y1, Y2
+	VFMADD213PS  softmaxconst<>+224(SB), Y1, Y2
+	VFMADD213PS  softmaxconst<>+192(SB), Y1, Y2
+	VFMADD213PS  softmaxconst<>+160(SB), Y1, Y2
+	VMULPS       Y1, Y2, Y2
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       softmaxconst<>+128(SB), Y3, Y3
+	VFMADD213PS  Y3, Y3, Y2
+	VBLENDVPS    Y0, softmaxconst<>+416(SB), Y2, Y2
+	VANDPS       Y6, Y2, Y2
+	VMASKMOVPS   Y2, Y6, (AX)
+	VCVTPS2PD    X2, Y0
+	VEXTRACTF128 $0x01, Y2, X1
+	VCVTPS2PD    X1, Y1
+	VADDPD       Y0, Y4, Y4
+	VADDPD       Y1, Y5, Y5
 
-exptaildone:
+expdone:
+	VMOVUPD Y4, (BX)
+	VMOVUPD Y5, 32(BX)
 	VZEROUPPER
 	RET
 
-// func maxAVX2(x *float32, n int, m *float32)
+// func maxAVX2(x *float32, n int) float32
 // Requires: AVX
-TEXT ·maxAVX2(SB), NOSPLIT, $0-24
-	MOVQ    x+0(FP), AX
-	MOVQ    n+8(FP), CX
-	MOVQ    m+16(FP), DX
-	VMOVUPS (DX), Y0
-	VXORPS  Y1, Y1, Y1
-	SHRQ    $0x03, CX
-	JZ      maxdone
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS (AX), Y0
+	VXORPS       Y1, Y1, Y1
+	MOVQ         CX, DX
+	ANDQ         $0x00000007, DX
+	SHRQ         $0x03, CX
+	JZ           maxtail
 
 maxloop:
 	VMOVUPS (AX), Y2
@@ -220,9 +248,32 @@ maxloop:
 	DECQ    CX
 	JNZ     maxloop
 
+maxtail:
+	TESTQ      DX, DX
+	JZ         maxdone
+	LEAQ       softmaxconst<>+448(SB), CX
+	NEGQ       DX
+	VMOVDQU    32(CX)(DX*4), Y2
+	VMASKMOVPS (AX), Y2, Y3
+	VBLENDVPS  Y2, Y3, Y0, Y3
+	VCMPPS     $0x03, Y3, Y3, Y2
+	VORPS      Y2, Y1, Y1
+	VMAXPS     Y3, Y0, Y0
+
 maxdone:
-	VORPS   Y1, Y0, Y0
-	VMOVUPS Y0, (DX)
+	VEXTRACTF128 $0x01, Y0, X2
+	VMAXPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VMAXPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VMAXSS       X2, X0, X0
+	VMOVMSKPS    Y1, AX
+	TESTL        AX, AX
+	JZ           maxret
+	VPCMPEQD     X0, X0, X0
+
+maxret:
+	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
 
@@ -233,8 +284,10 @@ TEXT ·scaleAVX2(SB), NOSPLIT, $0-28
 	MOVQ         x+8(FP), CX
 	MOVQ         n+16(FP), DX
 	VBROADCASTSS a+24(FP), Y0
+	MOVQ         DX, BX
+	ANDQ         $0x00000007, BX
 	SHRQ         $0x03, DX
-	JZ           scaledone
+	JZ           scaletail
 
 scaleloop:
 	VMULPS  (CX), Y0, Y1
@@ -243,6 +296,16 @@ scaleloop:
 	ADDQ    $0x00000020, AX
 	DECQ    DX
 	JNZ     scaleloop
+
+scaletail:
+	TESTQ      BX, BX
+	JZ         scaledone
+	LEAQ       softmaxconst<>+448(SB), DX
+	NEGQ       BX
+	VMOVDQU    32(DX)(BX*4), Y1
+	VMASKMOVPS (CX), Y1, Y2
+	VMULPS     Y2, Y0, Y2
+	VMASKMOVPS Y2, Y1, (AX)
 
 scaledone:
 	VZEROUPPER

@@ -4,18 +4,18 @@
 
 package vec
 
-// expSumAVX2 sets y[j] = exp(fma(x[j], scale, -shift)) and adds float64(y[j]) to acc[j%8], for j < n (n a multiple of 8);
-// then, if tail is not nil, it sets tail[l] = exp(fma(tail[l], scale, -shift)) for l < 8 (and adds nothing).
+// expSumAVX2 sets y[j] = exp(fma(x[j], scale, -shift)) and adds float64(y[j]) to acc[j%8], for j < n.
 //
 //go:noescape
-func expSumAVX2(y *float32, x *float32, n int, scale float32, shift float32, acc *float64, tail *float32)
+func expSumAVX2(y *float32, x *float32, n int, scale float32, shift float32, acc *float64)
 
-// maxAVX2 sets m[l] = (m[l] > x[j]) ? m[l] : x[j] for j < n (n a multiple of 8), l = j%8, in order, and m[l] = NaN (all bits set) if any x[j] of lane l is NaN.
+// maxAVX2 returns the largest of x[j] for j < n (n ≥ 1), or NaN (all bits set) if one is NaN; of +0 and
+// -0 either.
 //
 //go:noescape
-func maxAVX2(x *float32, n int, m *float32)
+func maxAVX2(x *float32, n int) float32
 
-// scaleAVX2 sets y[j] = x[j]·a for j < n (n a multiple of 8).
+// scaleAVX2 sets y[j] = x[j]·a for j < n.
 //
 //go:noescape
 func scaleAVX2(y *float32, x *float32, n int, a float32)

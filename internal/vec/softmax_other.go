@@ -17,7 +17,7 @@ func dotAsm(a, b []float32) float64 { panic(noKernels) }
 // softmaxZ is amd64's AVX-512 switch (softmax_amd64.go): never on here.
 var softmaxZ = false
 
-// maxRow and scaleRow are the whole-row kernels of amd64's AVX-512: none
+// maxRow and scaleRow are the whole-row kernels of amd64: none
 // here.
 func maxRow(x []float32) (float32, bool) { return 0, false }
 

@@ -5,8 +5,11 @@
 //
 //	go run -C asm/softmax . -out ../../softmax_amd64.s -stubs ../../softmax_amd64_stubs.go -pkg vec
 //
-// The kernels handle whole vectors of 8 (n a multiple of 8); the Go side
-// pads the last partial vector on the stack. The exp is package vexp's,
+// ExpSum, Max and Scale take the whole row: its last partial vector is
+// read and written under a mask (VMASKMOVPS, which neither reads nor
+// faults on the lanes past n), so the Go side copies nothing. Dot takes
+// whole vectors and a zero-padded copy of the rest, SoftmaxGrad whole
+// groups of 4 (the Go side adds the rest). The exp is package vexp's,
 // shared with the GELU kernels; internal/vec/softmax.go holds the same
 // algorithm in Go. Float parameters are broadcast straight from their
 // stack slots (a legacy-SSE load before the AVX code costs a transition
@@ -31,9 +34,11 @@ func main() {
 	flag.Parse()
 	ConstraintExpr("amd64,!purego")
 	c := vexp.NewExpTable(constSymbol)
+	c.Add(maskOnes, 0xffffffff)
+	c.Add(maskZeros, 0)
 	genExpSum(c)
-	genMax()
-	genScale()
+	genMax(c)
+	genScale(c)
 	genDot()
 	genSoftmaxGrad()
 	c.Emit()
@@ -53,20 +58,41 @@ func broadcast(name string) reg.VecVirtual {
 	return y
 }
 
-// vectorLoop emits a loop over the n>>3 vectors (n a multiple of 8) that
-// runs body, then advances each of ptrs by one vector.
-func vectorLoop(name string, n reg.Register, body func(), ptrs ...reg.Register) {
+// rowLoop emits, for the n elements at the pointers (any n): body(false)
+// once per whole vector of 8, each pointer then advanced a vector; then,
+// if n%8 is not 0, body(true) once with mask's lanes [0, n%8) all ones
+// and the others zero (VMASKMOVPS neither reads nor faults on the others).
+func rowLoop(c *vexp.ConstTable, name string, n reg.Register, mask reg.VecVirtual, body func(masked bool), ptrs ...reg.Register) {
+	rest := GP64()
+	MOVQ(n, rest)
+	ANDQ(U32(7), rest)
 	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "done"))
+	JZ(LabelRef(name + "tail"))
 	Label(name + "loop")
-	body()
+	body(false)
 	for _, p := range ptrs {
 		ADDQ(U32(vexp.VecBytes), p)
 	}
 	DECQ(n)
 	JNZ(LabelRef(name + "loop"))
+	Label(name + "tail")
+	TESTQ(rest, rest)
+	JZ(LabelRef(name + "done"))
+	// The 8 dwords from maskOnes + 32 - 4·rest: rest of maskOnes' all-ones
+	// lanes, then maskZeros' zeros (the table holds the two vectors in turn).
+	t := GP64()
+	LEAQ(c.At(maskOnes), t)
+	NEGQ(rest)
+	VMOVDQU(Mem{Base: t, Index: rest, Scale: 4, Disp: vexp.VecBytes}, mask)
+	body(true)
 	Label(name + "done")
 }
+
+// The tail masks' table: two vectors, one after the other.
+const (
+	maskOnes  = "maskOnes"
+	maskZeros = "maskZeros"
+)
 
 // addWide adds the 8 float32 of v, widened to float64, to the accumulators
 // a[0] (lanes 0-3) and a[1] (lanes 4-7).
@@ -94,10 +120,9 @@ func storeAcc(acc reg.Register, a [2]reg.VecVirtual) {
 
 // genExpSum generates expSumAVX2.
 func genExpSum(c *vexp.ConstTable) {
-	TEXT("expSumAVX2", NOSPLIT, "func(y, x *float32, n int, scale, shift float32, acc *float64, tail *float32)")
+	TEXT("expSumAVX2", NOSPLIT, "func(y, x *float32, n int, scale, shift float32, acc *float64)")
 	Pragma("noescape")
-	Doc("expSumAVX2 sets y[j] = exp(fma(x[j], scale, -shift)) and adds float64(y[j]) to acc[j%8], for j < n (n a multiple of 8);",
-		"then, if tail is not nil, it sets tail[l] = exp(fma(tail[l], scale, -shift)) for l < 8 (and adds nothing).")
+	Doc("expSumAVX2 sets y[j] = exp(fma(x[j], scale, -shift)) and adds float64(y[j]) to acc[j%8], for j < n.")
 	y := Load(Param("y"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
@@ -107,62 +132,96 @@ func genExpSum(c *vexp.ConstTable) {
 	VMOVUPS(c.At("lo"), lo)
 	VMOVUPS(c.At("hi"), hi)
 	a := loadAcc(acc)
-	body := func(in, out Mem, accumulate bool) {
+	mask := YMM()
+	rowLoop(c, "exp", n, mask, func(masked bool) {
 		w := YMM()
 		VMOVAPS(shift, w)
-		VFMSUB231PS(in, scale, w) // w = x·scale - shift, rounded once
-		e := vexp.Clamped(c.At, w, lo, hi, YMM(), c.At("inf"))
-		VMOVUPS(e, out)
-		if accumulate {
-			addWide(e, a)
+		if masked {
+			in := YMM()
+			VMASKMOVPS(Mem{Base: x}, mask, in) // zeros past n
+			VFMSUB231PS(in, scale, w)
+		} else {
+			VFMSUB231PS(Mem{Base: x}, scale, w) // w = x·scale - shift, rounded once
 		}
-	}
-	vectorLoop("exp", n, func() { body(Mem{Base: x}, Mem{Base: y}, true) }, x, y)
+		e := vexp.Clamped(c.At, w, lo, hi, YMM(), c.At("inf"))
+		if masked {
+			VANDPS(mask, e, e) // the lanes past n add +0 (the sums are never -0)
+			VMASKMOVPS(e, mask, Mem{Base: y})
+		} else {
+			VMOVUPS(e, Mem{Base: y})
+		}
+		addWide(e, a)
+	}, x, y)
 	storeAcc(acc, a)
-	tail := Load(Param("tail"), GP64())
-	TESTQ(tail, tail)
-	JZ(LabelRef("exptaildone"))
-	body(Mem{Base: tail}, Mem{Base: tail}, false)
-	Label("exptaildone")
 	VZEROUPPER()
 	RET()
 }
 
 // genMax generates maxAVX2.
-func genMax() {
-	TEXT("maxAVX2", NOSPLIT, "func(x *float32, n int, m *float32)")
+func genMax(c *vexp.ConstTable) {
+	TEXT("maxAVX2", NOSPLIT, "func(x *float32, n int) float32")
 	Pragma("noescape")
-	Doc("maxAVX2 sets m[l] = (m[l] > x[j]) ? m[l] : x[j] for j < n (n a multiple of 8), l = j%8, in order, and m[l] = NaN (all bits set) if any x[j] of lane l is NaN.")
+	Doc("maxAVX2 returns the largest of x[j] for j < n (n ≥ 1), or NaN (all bits set) if one is NaN; of +0 and",
+		"-0 either.")
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
-	mp := Load(Param("m"), GP64())
 	m, nan := YMM(), YMM()
-	VMOVUPS(Mem{Base: mp}, m)
+	VBROADCASTSS(Mem{Base: x}, m) // an element of x changes no maximum
 	VXORPS(nan, nan, nan)
-	vectorLoop("max", n, func() {
+	mask := YMM()
+	rowLoop(c, "max", n, mask, func(masked bool) {
 		v, u := YMM(), YMM()
-		VMOVUPS(Mem{Base: x}, v)
+		if masked {
+			VMASKMOVPS(Mem{Base: x}, mask, v)
+			VBLENDVPS(mask, v, m, v) // m's lanes past n: they change no maximum
+		} else {
+			VMOVUPS(Mem{Base: x}, v)
+		}
 		VCMPPS(Imm(3), v, v, u) // UNORD_Q: v is NaN
 		VORPS(u, nan, nan)
 		VMAXPS(v, m, m) // m = m > v ? m : v
 	}, x)
-	VORPS(nan, m, m)
-	VMOVUPS(m, Mem{Base: mp})
+	// 8 lanes to 1.
+	h := XMM()
+	VEXTRACTF128(Imm(1), m, h)
+	VMAXPS(h, m.AsX(), m.AsX())
+	VMOVHLPS(m.AsX(), m.AsX(), h)
+	VMAXPS(h, m.AsX(), m.AsX())
+	VMOVSHDUP(m.AsX(), h)
+	VMAXSS(h, m.AsX(), m.AsX())
+	bits := GP32()
+	VMOVMSKPS(nan, bits)
+	TESTL(bits, bits)
+	JZ(LabelRef("maxret"))
+	VPCMPEQD(m.AsX(), m.AsX(), m.AsX()) // all bits set: a NaN
+	Label("maxret")
+	p, err := ReturnIndex(0).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	VMOVSS(m.AsX(), p.Addr)
 	VZEROUPPER()
 	RET()
 }
 
 // genScale generates scaleAVX2.
-func genScale() {
+func genScale(c *vexp.ConstTable) {
 	TEXT("scaleAVX2", NOSPLIT, "func(y, x *float32, n int, a float32)")
 	Pragma("noescape")
-	Doc("scaleAVX2 sets y[j] = x[j]·a for j < n (n a multiple of 8).")
+	Doc("scaleAVX2 sets y[j] = x[j]·a for j < n.")
 	y := Load(Param("y"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
 	a := broadcast("a")
-	vectorLoop("scale", n, func() {
+	mask := YMM()
+	rowLoop(c, "scale", n, mask, func(masked bool) {
 		v := YMM()
+		if masked {
+			VMASKMOVPS(Mem{Base: x}, mask, v)
+			VMULPS(v, a, v)
+			VMASKMOVPS(v, mask, Mem{Base: y})
+			return
+		}
 		VMULPS(Mem{Base: x}, a, v)
 		VMOVUPS(v, Mem{Base: y})
 	}, x, y)
