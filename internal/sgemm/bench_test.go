@@ -12,13 +12,13 @@ import (
 )
 
 // benchImpl is one Sgemm under benchmark; setThreads (if not nil) is told
-// GOMAXPROCS before the timed loop; packB packs every B (this package's
-// Sgemm reads a row-major B's full panels in place otherwise).
+// GOMAXPROCS before the timed loop; readB is how this package's Sgemm
+// takes a row-major B (by the kernel's rule, always in place, or packed).
 type benchImpl struct {
 	name       string
 	impl       blas.Float32
 	setThreads func(n int)
-	packB      bool
+	readB      readBMode
 }
 
 // benchImpls lists the implementations BenchmarkSgemm compares; the
@@ -75,7 +75,9 @@ func BenchmarkSgemm(b *testing.B) {
 		impls = append(impls[:len(impls):len(impls)], benchImpl{name: "ours-go", impl: kernelImpl{kern: goKernel}})
 	}
 	if kernels[0].packedS != nil {
-		impls = append(impls[:len(impls):len(impls)], benchImpl{name: "ours-packB", impl: Implementation{}, packB: true})
+		impls = append(impls[:len(impls):len(impls)],
+			benchImpl{name: "ours-packB", impl: Implementation{}, readB: readBNever},
+			benchImpl{name: "ours-inB", impl: Implementation{}, readB: readBAlways})
 	}
 	for _, s := range gptShapes {
 		o := newOperands(1, shape{s.m, s.n, s.k}, s.aT, s.bT, 1, 0, 0)
@@ -85,8 +87,8 @@ func BenchmarkSgemm(b *testing.B) {
 				if im.setThreads != nil {
 					im.setThreads(runtime.GOMAXPROCS(0))
 				}
-				readBInPlace = !im.packB
-				defer func() { readBInPlace = true }()
+				readB = im.readB
+				defer func() { readB = readBByRule }()
 				tA, tB := blasTrans(s.aT), blasTrans(s.bT)
 				b.ReportAllocs()
 				for b.Loop() {

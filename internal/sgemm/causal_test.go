@@ -99,9 +99,9 @@ func TestCausal(t *testing.T) {
 					}
 					causal(kn, kind, 0, T, n, a, lda, bs, ldb, c, cw)
 					packed := slices.Clone(c) // the same with B packed: the same bits
-					readBInPlace = false
+					readB = readBNever
 					causal(kn, kind, 0, T, n, a, lda, bs, ldb, packed, cw)
-					readBInPlace = true
+					readB = readBByRule
 					if i := firstDiff(packed, c); i >= 0 {
 						t.Fatalf("%s: C[%d] = %v with B read in place, %v with B packed", name, i, c[i], packed[i])
 					}

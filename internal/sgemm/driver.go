@@ -153,14 +153,28 @@ func (p *problem) run(s *scratch) {
 
 // readsB reports whether run reads op(B)'s full-width panels in place: a
 // row-major B (not Bᵀ) that no PackB or shared packing stands in for, on a
-// kernel family with strideFunc variants.
+// kernel family with strideFunc variants, in a product of fewer rows than
+// the kernel's packBRows.
 func (p *problem) readsB() bool {
-	return readBInPlace && !p.bT && p.pack == nil && p.packed == nil && p.kern.packedS != nil
+	if readB == readBNever || p.bT || p.pack != nil || p.packed != nil || p.kern.packedS == nil {
+		return false
+	}
+	return readB == readBAlways || p.kern.packBRows == 0 || p.m < p.kern.packBRows
 }
 
-// readBInPlace lets run read B in place where it can (tests turn it off to
-// compare against packed B).
-var readBInPlace = true
+// readBMode is how run treats a row-major B that a kernel family can read
+// in place.
+type readBMode int
+
+const (
+	readBByRule readBMode = iota // in place below the kernel's packBRows (the default)
+	readBAlways                  // in place whatever the rows
+	readBNever                   // packed
+)
+
+// readB is the mode run follows (tests compare the three; the bits are
+// the same).
+var readB = readBByRule
 
 // tilesB computes the mr×nr tiles of rows [ic, ic+mb) of C and the nr
 // columns from j of B read in place, for depth block pc (kb deep): run's

@@ -34,6 +34,12 @@ type kernel struct {
 	// Variants of packed, rows and cols reading a row-major op(B) in place
 	// (strideFunc), or nil: B is packed.
 	packedS, rowsS, colsS strideFunc
+	// packBRows, if not 0, is the rows of C from which a row-major op(B)
+	// is packed even so: a packed panel is contiguous and stays in L1
+	// while the row panels reuse it, where a panel read in place at a
+	// row stride of a multiple of 512 bytes (every width of the GPT's)
+	// falls in a few of L1's sets and comes from L2 again for each.
+	packBRows int
 
 	// transpose8, if not nil, sets dst[c*dstStride+r] = src[r*ld+c] for
 	// r < 8, c < 8*nblk (packing a transposed B).

@@ -6,6 +6,18 @@ import "golang.org/x/sys/cpu"
 
 //go:generate go run -C asm . -out ../kernel_amd64.s -stubs ../kernel_amd64_stubs.go -pkg sgemm
 
+// avx2PackBRows is the AVX2 family's packBRows. On a Zen 3 (one core, the
+// baby step's shapes, interleaved rounds) packing B took Aᵀ·B with 128
+// and 512 rows to 0.91-0.98 of its time (0.93-0.97 on two threads) and A·B
+// with 768 rows to 0.93-0.99,
+// but took 64 and 65 rows to 1.05-1.07: there too few row panels reuse a
+// packed panel to pay for its copy. The AVX-512 family reads a panel of
+// 32 columns, two cache lines a depth step, which L1 does not hold either
+// way: it reads B in place at any size (when in place reading came in, on
+// an AVX-512 EPYC, it took Aᵀ·B from 1.06 to 0.92 of the forward's A·Bᵀ
+// time in the step's profile, A·B from 0.90 to 0.85).
+const avx2PackBRows = 96
+
 // archKernels returns the assembly kernels this CPU and OS support, best
 // first. x/sys/cpu reports AVX2 and AVX-512 only when the OS saves the
 // wider registers.
@@ -24,7 +36,7 @@ func archKernels() []*kernel {
 			packed: kernelAVX2x16P, rows: kernelAVX2x16R, cols: kernelAVX2x16C,
 			packedHalf: kernelAVX2x8P, rowsHalf: kernelAVX2x8R, colsHalf: kernelAVX2x8C,
 			packedS: kernelAVX2x16PS, rowsS: kernelAVX2x16RS, colsS: kernelAVX2x16CS, transpose8: transpose8, copyRows: copyRows,
-			fmaLoop: fmaPeak256, fmaFlops: 2 * fmaChains * 8})
+			packBRows: avx2PackBRows, fmaLoop: fmaPeak256, fmaFlops: 2 * fmaChains * 8})
 	}
 	return ks
 }

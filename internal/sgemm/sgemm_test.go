@@ -152,7 +152,8 @@ func blasTrans(t bool) blas.Transpose {
 // across goroutines, against the naive triple loop on all shapes, all four
 // transpose forms, alpha/beta variants and padded leading dimensions; and
 // with a row-major B read in place (the strideFunc kernels) bitwise as
-// with B packed.
+// with B packed: on one thread by the kernel's rule, on two always in
+// place, then on one always packed.
 func TestKernels(t *testing.T) {
 	if kernelByName("avx512") == nil {
 		t.Log("avx512 kernel not tested: this CPU/OS lacks AVX-512F")
@@ -160,7 +161,7 @@ func TestKernels(t *testing.T) {
 	defer SetParallelFlops(SetParallelFlops(0))
 	defer SetThreads(SetThreads(0))
 	testKernels := append(kernels[:len(kernels):len(kernels)], emuKernel512())
-	defer func() { readBInPlace = true }()
+	defer func() { readB = readBByRule }()
 	type ab struct{ alpha, beta float32 }
 	scalars := []ab{{1, 0}, {1, 1}, {-1.5, 0.25}, {0, 0.5}, {0.5, 0}}
 	for si, s := range testShapes() {
@@ -181,7 +182,7 @@ func TestKernels(t *testing.T) {
 						}
 						var serial []float32
 						for run, threads := range []int{1, 2, 1} {
-							readBInPlace = run < 2 // the last run packs every B
+							readB = []readBMode{readBByRule, readBAlways, readBNever}[run]
 							SetThreads(threads)
 							o.c = append([]float32(nil), c0...)
 							if sc.beta == 0 && len(o.c) > 0 {
@@ -196,8 +197,8 @@ func TestKernels(t *testing.T) {
 							if serial == nil {
 								serial = o.c
 							} else if i := firstDiff(o.c, serial); i >= 0 {
-								t.Fatalf("%s kernel, Sgemm(%s%s): C[%d] = %v on %d threads (B read in place: %v), %v on one",
-									kn.name, transName(aT), transName(bT), i, o.c[i], threads, readBInPlace, serial[i])
+								t.Fatalf("%s kernel, Sgemm(%s%s): C[%d] = %v on %d threads (B read in place: by the kernel's rule 0, always 1, never 2: %d), %v on one",
+									kn.name, transName(aT), transName(bT), i, o.c[i], threads, readB, serial[i])
 							}
 						}
 					}
@@ -368,6 +369,46 @@ func TestConcurrentCalls(t *testing.T) {
 	for range g {
 		if err := <-errs; err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// TestReadsBRule: a row-major B is read in place below the kernel's
+// packBRows and packed from it; a kernel with no packBRows reads it in
+// place at any size; Bᵀ, a PackB and a shared packing are never read in
+// place; the tests' modes override the rule.
+func TestReadsBRule(t *testing.T) {
+	var inPlace strideFunc = func(int, *float32, int, *float32, int, *float32, int, float32, bool) {}
+	ruled := &kernel{name: "ruled", packedS: inPlace, packBRows: 96}
+	plain := &kernel{name: "plain", packedS: inPlace}
+	noS := &kernel{name: "noS"}
+	tests := []struct {
+		kern *kernel
+		m    int
+		bT   bool
+		pack bool
+		mode readBMode
+		want bool
+	}{
+		{ruled, 95, false, false, readBByRule, true},
+		{ruled, 96, false, false, readBByRule, false},
+		{ruled, 768, false, false, readBAlways, true},
+		{ruled, 8, false, false, readBNever, false},
+		{plain, 768, false, false, readBByRule, true},
+		{ruled, 8, true, false, readBAlways, false},
+		{ruled, 8, false, true, readBAlways, false},
+		{noS, 8, false, false, readBAlways, false},
+	}
+	defer func() { readB = readBByRule }()
+	for _, tc := range tests {
+		readB = tc.mode
+		p := problem{kern: tc.kern, m: tc.m, bT: tc.bT}
+		if tc.pack {
+			p.pack = func([]float32, int, int, int, int, int, int) {}
+		}
+		if got := p.readsB(); got != tc.want {
+			t.Errorf("%s kernel, m %d, Bᵀ %v, PackB %v, mode %d: readsB %v, want %v",
+				tc.kern.name, tc.m, tc.bT, tc.pack, tc.mode, got, tc.want)
 		}
 	}
 }
