@@ -152,8 +152,9 @@ func blasTrans(t bool) blas.Transpose {
 // across goroutines, against the naive triple loop on all shapes, all four
 // transpose forms, alpha/beta variants and padded leading dimensions; and
 // with a row-major B read in place (the strideFunc kernels) bitwise as
-// with B packed: on one thread by the kernel's rule, on two always in
-// place, then on one always packed.
+// with B packed: by the kernel's rule on one thread and on two (where a
+// packed B is shared by the row chunks), always in place on two, always
+// packed on one.
 func TestKernels(t *testing.T) {
 	if kernelByName("avx512") == nil {
 		t.Log("avx512 kernel not tested: this CPU/OS lacks AVX-512F")
@@ -181,8 +182,8 @@ func TestKernels(t *testing.T) {
 							continue // reference kernels are slow
 						}
 						var serial []float32
-						for run, threads := range []int{1, 2, 1} {
-							readB = []readBMode{readBByRule, readBAlways, readBNever}[run]
+						for run, threads := range []int{1, 2, 2, 1} {
+							readB = []readBMode{readBByRule, readBByRule, readBAlways, readBNever}[run]
 							SetThreads(threads)
 							o.c = append([]float32(nil), c0...)
 							if sc.beta == 0 && len(o.c) > 0 {
