@@ -137,14 +137,21 @@ func TestRunAgainstServer(t *testing.T) {
 		}
 		if !o.Completed() || o.OutputTokens != 8 || o.PromptTokens != reqs[i].Prompt || len(o.Chunks) != 8 || len(o.Text) != 8 {
 			t.Errorf("request %d: %+v, want 8 tokens of 8 chunks and a prompt of %d", i, o, reqs[i].Prompt)
+			continue
 		}
-		if o.Sent < o.Arrival-1e-3 || o.Chunks[0]-o.Sent < b.delay.Seconds() {
-			t.Errorf("request %d: sent at %.4f for an arrival at %.4f, first token %.4f after", i, o.Sent, o.Arrival, o.Chunks[0]-o.Sent)
+		// The server makes a token every delay at the earliest, so the first
+		// comes a delay and the last 8 delays after the request at the
+		// earliest. The gaps between chunks have no such bound: a handler
+		// kept off the CPU drains the tokens made meanwhile in one burst
+		// (seen under qemu-user in CI: a median gap of 55 µs at a 2 ms pace).
+		if o.Sent < o.Arrival-1e-3 || o.Chunks[0]-o.Sent < b.delay.Seconds() || o.Chunks[7]-o.Sent < 8*b.delay.Seconds() {
+			t.Errorf("request %d: sent at %.4f for an arrival at %.4f, first token %.4f after, last %.4f after",
+				i, o.Sent, o.Arrival, o.Chunks[0]-o.Sent, o.Chunks[len(o.Chunks)-1]-o.Sent)
 		}
 	}
 	s := res.Summary(serving.SLO{})
-	if s.Completed != 39 || s.Cancelled != 1 || s.OutputTokens != 39*8 || s.ITL.N != 39*7 || s.TPOT.Median < b.delay.Seconds() {
-		t.Errorf("summary %+v: want 39 completed, 1 cancelled, 39×8 tokens, 39×7 gaps, TPOT above the pace", s)
+	if s.Completed != 39 || s.Cancelled != 1 || s.OutputTokens != 39*8 || s.ITL.N != 39*7 || s.TPOT.N != 39 || s.E2E.Median < 8*b.delay.Seconds() {
+		t.Errorf("summary %+v: want 39 completed, 1 cancelled, 39×8 tokens, 39×7 gaps, 39 TPOTs, E2E at least 8 tokens' pace", s)
 	}
 }
 
