@@ -6,16 +6,16 @@ import "golang.org/x/sys/cpu"
 
 //go:generate go run -C asm . -out ../kernel_amd64.s -stubs ../kernel_amd64_stubs.go -pkg sgemm
 
-// avx2PackBRows is the AVX2 family's packBRows. On a Zen 3 (one core, the
-// baby step's shapes, interleaved rounds) packing B took Aᵀ·B with 128
-// and 512 rows to 0.91-0.98 of its time (0.93-0.97 on two threads) and A·B
-// with 768 rows to 0.93-0.99,
-// but took 64 and 65 rows to 1.05-1.07: there too few row panels reuse a
-// packed panel to pay for its copy. The AVX-512 family reads a panel of
-// 32 columns, two cache lines a depth step, which L1 does not hold either
-// way: it reads B in place at any size (when in place reading came in, on
-// an AVX-512 EPYC, it took Aᵀ·B from 1.06 to 0.92 of the forward's A·Bᵀ
-// time in the step's profile, A·B from 0.90 to 0.85).
+// avx2PackBRows is the AVX2 family's packBRows. On a Zen 3 (the baby
+// step's shapes, modes alternated 60 rounds in one process) packing B took
+// A·B and Aᵀ·B of 128 to 768 rows to 0.90-0.95 of their times on one core
+// (one at 0.995) and 0.91-0.98 on two; an earlier run put 64 and 65 rows
+// at 1.05-1.08: there too few row panels reuse a packed panel to pay for
+// its copy. The AVX-512 family reads a panel of 32 columns, two cache
+// lines a depth step, which L1 does not hold either way: it reads B in
+// place at any size (when in place reading came in, on an AVX-512 EPYC,
+// it took Aᵀ·B from 1.06 to 0.92 of the forward's A·Bᵀ time in the step's
+// profile, A·B from 0.90 to 0.85).
 const avx2PackBRows = 96
 
 // archKernels returns the assembly kernels this CPU and OS support, best
