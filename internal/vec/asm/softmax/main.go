@@ -181,14 +181,7 @@ func genMax(c *vexp.ConstTable) {
 		VORPS(u, nan, nan)
 		VMAXPS(v, m, m) // m = m > v ? m : v
 	}, x)
-	// 8 lanes to 1.
-	h := XMM()
-	VEXTRACTF128(Imm(1), m, h)
-	VMAXPS(h, m.AsX(), m.AsX())
-	VMOVHLPS(m.AsX(), m.AsX(), h)
-	VMAXPS(h, m.AsX(), m.AsX())
-	VMOVSHDUP(m.AsX(), h)
-	VMAXSS(h, m.AsX(), m.AsX())
+	vexp.MaxLanes(m)
 	bits := GP32()
 	VMOVMSKPS(nan, bits)
 	TESTL(bits, bits)

@@ -154,16 +154,7 @@ func genMax() {
 		KORW(u, nan, nan)
 		VMAXPS(v, m, m)
 	}, x)
-	// 16 lanes to 1.
-	h := ZMM()
-	VEXTRACTF64X4(Imm(1), m, h.AsY())
-	VMAXPS(h.AsY(), m.AsY(), m.AsY())
-	VEXTRACTF128(Imm(1), m.AsY(), h.AsX())
-	VMAXPS(h.AsX(), m.AsX(), m.AsX())
-	VMOVHLPS(m.AsX(), m.AsX(), h.AsX())
-	VMAXPS(h.AsX(), m.AsX(), m.AsX())
-	VMOVSHDUP(m.AsX(), h.AsX())
-	VMAXSS(h.AsX(), m.AsX(), m.AsX())
+	vexp.MaxLanes(m)
 	KORTESTW(nan, nan)
 	JZ(LabelRef("maxret"))
 	VPCMPEQD(m.AsX(), m.AsX(), m.AsX()) // all bits set: a NaN

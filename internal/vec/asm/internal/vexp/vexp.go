@@ -204,3 +204,20 @@ func Clamped(c Const, w, lo, hi reg.VecVirtual, big reg.Register, inf Op) reg.Ve
 	}
 	return e
 }
+
+// MaxLanes leaves in m's lane 0 the largest of its lanes (YMM or ZMM),
+// halving by VMAXPS (m > h ? m : h) down to one lane; the other lanes are
+// left undefined.
+func MaxLanes(m reg.VecVirtual) {
+	h := like(m)
+	if wide(m) {
+		VEXTRACTF64X4(Imm(1), m, h.AsY())
+		VMAXPS(h.AsY(), m.AsY(), m.AsY())
+	}
+	VEXTRACTF128(Imm(1), m.AsY(), h.AsX())
+	VMAXPS(h.AsX(), m.AsX(), m.AsX())
+	VMOVHLPS(m.AsX(), m.AsX(), h.AsX())
+	VMAXPS(h.AsX(), m.AsX(), m.AsX())
+	VMOVSHDUP(m.AsX(), h.AsX())
+	VMAXSS(h.AsX(), m.AsX(), m.AsX())
+}
