@@ -26,17 +26,12 @@ func Loop(w Chunked, n, t int) {
 		}
 		return
 	}
-	var l *loop
-	select {
-	case l = <-loopFree:
-	default:
+	l := loopFree.Get()
+	if l == nil {
 		l = new(loop)
 	}
 	l.run(w, n, t-1)
-	select {
-	case loopFree <- l:
-	default:
-	}
+	loopFree.Put(l)
 }
 
 // loop is one run of Loop at a time: its chunk counter, and a seat for
@@ -61,7 +56,7 @@ type seat struct {
 }
 
 // loopFree holds idle loops.
-var loopFree = make(chan *loop, 16)
+var loopFree Free[loop]
 
 // run runs a round: w's n chunks on the caller and on up to helpers
 // workers.

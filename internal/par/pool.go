@@ -73,10 +73,19 @@ const idleFor = 20 * time.Millisecond
 // queues for spinFor, then between naps for idleFor, then parked.
 func next() task {
 	var t task
+	// Two receives, not one select of both: a receive that finds its
+	// queue empty returns without taking the queue's lock, and a select
+	// of two cases locks both every time, so an idle worker polling
+	// contended with every offer: on a Zen 5 the poll's select took 3.6%
+	// of the baby step's CPU time on two cores (pprof, one stream), and
+	// the offers and free lists waiting on the locks it held 4% more.
 	poll := func() bool {
 		select {
 		case t = <-pool.jobs:
 			return true
+		default:
+		}
+		select {
 		case t = <-pool.long:
 			return true
 		default:

@@ -1,8 +1,10 @@
 package qgemm
 
+import "gptlab/internal/par"
+
 // scratch holds one call's buffers: the quantized activations, their row
 // scales, a tile for partial panels and a dequantized panel of W. Buffers
-// grow to the largest call seen and are kept on a free list (a channel,
+// grow to the largest call seen and are kept on a free list (a par.Free,
 // not a sync.Pool, which garbage collections empty), so a warm call
 // allocates nothing.
 type scratch struct {
@@ -14,23 +16,16 @@ type scratch struct {
 	call call
 }
 
-var scratchFree = make(chan *scratch, 16)
+var scratchFree par.Free[scratch]
 
 func getScratch() *scratch {
-	select {
-	case s := <-scratchFree:
+	if s := scratchFree.Get(); s != nil {
 		return s
-	default:
-		return new(scratch)
 	}
+	return new(scratch)
 }
 
-func putScratch(s *scratch) {
-	select {
-	case scratchFree <- s:
-	default:
-	}
-}
+func putScratch(s *scratch) { scratchFree.Put(s) }
 
 // grow makes room for na activation bytes, m rows and a dequantized panel
 // of nw floats.

@@ -69,7 +69,7 @@ type job struct {
 }
 
 // jobFree holds idle jobs (see scratchFree).
-var jobFree = make(chan *job, 16)
+var jobFree par.Free[job]
 
 // RunChunk computes chunk c of the product on scratch of its own.
 func (j *job) RunChunk(c int) {
@@ -89,10 +89,8 @@ func (j *job) RunChunk(c int) {
 // parallel cuts p into about chunksPerThread·t chunks along M or N and runs
 // them on the caller and on up to t-1 workers of package par's pool.
 func parallel(p *problem, t int) {
-	var j *job
-	select {
-	case j = <-jobFree:
-	default:
+	j := jobFree.Get()
+	if j == nil {
 		j = new(job)
 	}
 	// Chunks of rows each pack all of B (k×n), chunks of columns each read
@@ -116,10 +114,7 @@ func parallel(p *problem, t int) {
 		putScratch(shared)
 	}
 	j.p = problem{}
-	select {
-	case jobFree <- j:
-	default:
-	}
+	jobFree.Put(j)
 }
 
 // packSharedB packs all of op(B) once, across t goroutines, into scratch

@@ -1,9 +1,11 @@
 package sgemm
 
+import "gptlab/internal/par"
+
 // scratch holds the packing buffers of one goroutine's product. Buffers grow
 // to the largest block seen and are kept on a free list, so a call allocates
-// nothing once warm. The list is a buffered channel rather than a sync.Pool:
-// a Pool is emptied by garbage collections, which a training step with a
+// nothing once warm. The list is a par.Free rather than a sync.Pool: a Pool
+// is emptied by garbage collections, which a training step with a
 // TapeMachine triggers every step, and the buffers would be reallocated.
 type scratch struct {
 	a []float32 // packed mc×kc block of A
@@ -13,23 +15,16 @@ type scratch struct {
 
 // scratchFree holds idle scratch; more than its capacity of concurrent
 // calls allocate the extra scratch and drop it afterwards.
-var scratchFree = make(chan *scratch, 16)
+var scratchFree par.Free[scratch]
 
 func getScratch() *scratch {
-	select {
-	case s := <-scratchFree:
+	if s := scratchFree.Get(); s != nil {
 		return s
-	default:
-		return new(scratch)
 	}
+	return new(scratch)
 }
 
-func putScratch(s *scratch) {
-	select {
-	case scratchFree <- s:
-	default:
-	}
-}
+func putScratch(s *scratch) { scratchFree.Put(s) }
 
 // grow makes s large enough for any product with kernel kn: its blocks at
 // their largest (mc×kc of A, kc×nc of B, 2.1 MiB in all for AVX-512), not
