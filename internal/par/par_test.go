@@ -2,6 +2,7 @@ package par
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,6 +149,56 @@ func TestLoopRunsEveryChunkOnce(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// byGoroutine records which goroutine ran each chunk (its id from
+// runtime.Stack), each chunk slowed so that the workers take some.
+type byGoroutine struct {
+	mu  sync.Mutex
+	ran []uint64
+}
+
+func goroutineID() uint64 {
+	var buf [64]byte
+	var id uint64
+	fmt.Sscanf(string(buf[:runtime.Stack(buf[:], false)]), "goroutine %d", &id)
+	return id
+}
+
+func (g *byGoroutine) RunChunk(c int) {
+	time.Sleep(50 * time.Microsecond)
+	g.mu.Lock()
+	g.ran[c] = goroutineID()
+	g.mu.Unlock()
+}
+
+// TestLoopCallerTakesTheFront: the caller runs a prefix of the chunks and
+// the workers the rest, so a core gets the same part of the range from
+// loop to loop (loop.work); one counter claimed in order would interleave
+// them.
+func TestLoopCallerTakesTheFront(t *testing.T) {
+	if Workers() == 0 {
+		t.Skip("one usable CPU: Loop runs every chunk on the caller")
+	}
+	me := goroutineID()
+	helped := false
+	for range 20 {
+		g := &byGoroutine{ran: make([]uint64, 40)}
+		Loop(g, len(g.ran), 2)
+		k := 0
+		for k < len(g.ran) && g.ran[k] == me {
+			k++
+		}
+		for c := k; c < len(g.ran); c++ {
+			if g.ran[c] == me {
+				t.Fatalf("the caller ran chunks 0..%d and chunk %d, not a prefix: %v", k-1, c, g.ran)
+			}
+		}
+		helped = helped || k < len(g.ran)
+	}
+	if !helped {
+		t.Log("no worker took a chunk in 20 loops (a busy machine): the prefix held trivially")
 	}
 }
 
