@@ -12,11 +12,14 @@ import "sync/atomic"
 // The pool grows to as many workers as a Loop asks for (callers ask for at
 // most GOMAXPROCS-1), started on first use. Running a Loop offers it to
 // the pool, then the caller and whichever workers pick it up claim chunks
-// from a shared atomic counter until none is left; the caller then waits only for the
-// chunks in flight on a worker. On a machine whose other cores are busy
-// the caller simply does most of the work itself instead of waiting for
-// a descheduled worker. Neither a worker nor a waiting caller parks while
-// work comes quickly: each polls for spinFor first (see there and Latch).
+// from one atomic word until none is left, the caller from the front and
+// the workers from the back (so each core gets about the same part of
+// every loop's range, and its caches the rows it wrote before); the
+// caller then waits only for the chunks in flight on a worker. On a
+// machine whose other cores are busy the caller simply does most of the
+// work itself instead of waiting for a descheduled worker. Neither a
+// worker nor a waiting caller parks while work comes quickly: each polls
+// for spinFor first (see there and Latch).
 // A Split cuts its rows once, at bind time, into a few chunks per CPU;
 // every row is computed by exactly one goroutine, in a fixed order of
 // summation, with fixed chunk boundaries, so results never depend on the
