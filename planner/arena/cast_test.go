@@ -116,3 +116,40 @@ func TestCastPlannedAtItsSize(t *testing.T) {
 		t.Error("Cast(bf16 -> fp16): no error")
 	}
 }
+
+// TestCastUpGradientOfCastUp: the gradient of a cast up from a 16-bit
+// type is the cast down of its gradient, except where that gradient is a
+// cast up from the same type: then it is the 16-bit value itself (no
+// cast: narrowing a widened value gives its bits back). A float32
+// gradient, or one widened from the other 16-bit type, is cast down.
+func TestCastUpGradientOfCastUp(t *testing.T) {
+	g := gorgonia.NewGraph()
+	node := func(name string, d Dtype) *gorgonia.Node {
+		return gorgonia.NewMatrix(g, d.Tensor(), gorgonia.WithShape(4, 8), gorgonia.WithName(name))
+	}
+	low := node("low", BF16)
+	up := gorgonia.Must(Cast(low, BF16, F32))
+	g16 := node("g16", BF16)
+	f16 := node("f16", FP16)
+	for _, tc := range []struct {
+		name     string
+		grad     *gorgonia.Node
+		identity bool
+	}{
+		{"widened bf16", gorgonia.Must(Cast(g16, BF16, F32)), true},
+		{"float32", node("g32", F32), false},
+		{"widened fp16", gorgonia.Must(Cast(f16, FP16, F32)), false},
+	} {
+		d, err := up.Op().(CastOp).SymDiff(gorgonia.Nodes{low}, up, tc.grad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, isCast := d[0].Op().(CastOp)
+		switch {
+		case tc.identity && d[0] != g16:
+			t.Errorf("%s: gradient %v, want the bf16 value g16 itself", tc.name, d[0])
+		case !tc.identity && (!isCast || c.From != F32 || c.To != BF16):
+			t.Errorf("%s: gradient %v, want a Cast{f32→bf16} of it", tc.name, d[0])
+		}
+	}
+}

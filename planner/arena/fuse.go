@@ -24,6 +24,10 @@ import "gorgonia.org/gorgonia"
 // go: that took 26 more casts up away and measured 0.990-1.003x, so it
 // is not done.
 //
+// A cast down of a cast up from the same type, the gradient a residual
+// add passes on unchanged, is never built (CastOp.SymDiff hands on the
+// 16-bit value): eight casts down of the baby step, no measurable time.
+//
 // The other casts down are left as they are: letting the op before one write
 // bf16 itself (AddBias and GELU rounding their rows in scratch) measured
 // no faster on the baby step (fused over unfused 0.998-1.010x, 280

@@ -136,10 +136,19 @@ func (op CastOp) Hashcode() uint32      { return hashString(op.String()) }
 
 func (op CastOp) DiffWRT(int) []bool { return []bool{op.From != Int8 && op.To != Int8} }
 
-// SymDiff casts the gradient back to the input's type.
+// SymDiff casts the gradient back to the input's type. A cast up's
+// gradient that is itself a cast up from the same 16-bit type (a
+// gradient passed on unchanged, as a residual add passes its own) is the
+// 16-bit value it widens: narrowing a widened value gives its bits back,
+// so that cast down would copy it (the baby step under bf16 had eight).
 func (op CastOp) SymDiff(in gorgonia.Nodes, out, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if op.From == Int8 || op.To == Int8 {
 		return nil, fmt.Errorf("%v is not differentiable", op)
+	}
+	if g, ok := grad.Op().(CastOp); ok && op.To == F32 && g.From == op.From && g.To == F32 {
+		if it := grad.Graph().From(grad.ID()); it.Len() == 1 && it.Next() {
+			return gorgonia.Nodes{it.Node().(*gorgonia.Node)}, nil
+		}
 	}
 	d, err := Cast(grad, op.To, op.From)
 	return gorgonia.Nodes{d}, err
