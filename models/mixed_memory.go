@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"gptlab/planner/arena"
+	"gptlab/precision"
 )
 
 // StepMemory is what a training step's planned arena holds. The moment
@@ -172,24 +173,52 @@ func (u *Underflow) Share() float64 {
 // WatchUnderflow makes every later Step of a training model built under a
 // 16-bit policy count, while u.Active, what each cast of a gradient down
 // to the storage format flushed to zero: read in the arena right after
-// the cast is written, its float32 input still live beside it. It fails
-// for a model without such casts (a float32 policy).
+// the cast is written, its float32 input still live beside it; for a
+// cast the program runs as its op's output rounded in place (a round
+// trip, arena.Program.WhenRounding), the op's output just before it is
+// rounded, each value narrowed as the cast would. It fails for a model
+// without such casts (a float32 policy).
 func (m *Model) WatchUnderflow(u *Underflow) error {
 	p := m.Arena()
 	if p == nil || !m.train || m.mp == nil {
 		return fmt.Errorf("%w: underflow is counted in a training model with a 16-bit policy on the arena executor", ErrConfig)
 	}
 	seed := m.g.ByName("dloss")[0]
-	var casts, ins G.Nodes
+	var casts, ins, trips G.Nodes
 	for _, n := range m.g.AllNodes() {
 		op, ok := n.Op().(arena.CastOp)
-		if _, scheduled := p.StepOf(n); ok && scheduled && n.ID() > seed.ID() && op.From == arena.F32 {
-			casts = append(casts, n) // made by the backward, so a gradient's
+		if !ok || n.ID() <= seed.ID() || op.From != arena.F32 {
+			continue // made by the backward, so a gradient's
+		}
+		if _, scheduled := p.StepOf(n); scheduled {
+			casts = append(casts, n)
 			ins = append(ins, children(n)[0])
+		} else if src := children(n)[0]; p.RoundsInPlace(src) {
+			trips = append(trips, src)
 		}
 	}
-	if len(casts) == 0 {
+	if len(casts)+len(trips) == 0 {
 		return fmt.Errorf("%w: the backward casts no gradient", ErrConfig)
+	}
+	count := func(x []float32, narrowed func(j int) uint16) {
+		u.Values += int64(len(x))
+		for j, v := range x {
+			if v != 0 {
+				u.Nonzero++
+				if narrowed(j)&0x7fff == 0 {
+					u.Flushed++
+				}
+			}
+		}
+	}
+	if err := p.WhenRounding(trips, func(i int) {
+		if !u.Active {
+			return
+		}
+		x := p.Value(trips[i]).Data().([]float32)
+		count(x, func(j int) uint16 { return precision.ToBF16(x[j]) })
+	}); err != nil {
+		return err
 	}
 	return p.WhenWritten(casts, func(i int) {
 		if !u.Active {
@@ -197,14 +226,6 @@ func (m *Model) WatchUnderflow(u *Underflow) error {
 		}
 		out, _ := p.Buf(casts[i])
 		in, _ := p.Buf(ins[i])
-		u.Values += int64(len(in.F32))
-		for j, x := range in.F32 {
-			if x != 0 {
-				u.Nonzero++
-				if out.U16[j]&0x7fff == 0 {
-					u.Flushed++
-				}
-			}
-		}
+		count(in.F32, func(j int) uint16 { return out.U16[j] })
 	})
 }

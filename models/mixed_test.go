@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	G "gorgonia.org/gorgonia"
+
 	"gptlab/internal/bf16gemm"
 	"gptlab/planner/arena"
 	"gptlab/precision"
@@ -270,6 +272,48 @@ func TestUnderflowCounted(t *testing.T) {
 	}
 }
 
+// TestUnderflowCountsRoundTrips: the gradient casts the arena runs as
+// their op's output rounded in place (round trips) are counted as the
+// casts would count them: a bf16 step under a loss scale of 2^-115, which
+// drives some gradients below bf16's subnormals, counts the same values,
+// nonzero values and flushes as the program running every cast, on the
+// cast path and on the speed path's graph.
+func TestUnderflowCountsRoundTrips(t *testing.T) {
+	p := tinyParams(t)
+	cfg := p.Config()
+	restoreGemm16(t)
+	count := func(opts ...ModelOption) (Underflow, bool) {
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, append([]ModelOption{WithPrecision(policy(t, "bf16"))}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		trips := false
+		for _, n := range m.Graph().AllNodes() {
+			trips = trips || m.Arena().RoundsInPlace(n)
+		}
+		u := Underflow{Active: true}
+		if err := m.WatchUnderflow(&u); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.SetLossScale(0x1p-115); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Step(mixedBatch(cfg)); err != nil {
+			t.Fatal(err)
+		}
+		return u, trips
+	}
+	for _, gemm16 := range []int{-1, 1} {
+		gemm16Override = gemm16
+		fused, trips := count()
+		every, _ := count(WithArena(arena.Options{InPlace: true, KeepCasts: true}))
+		if !trips || fused != every || fused.Flushed == 0 || fused.Flushed == fused.Nonzero {
+			t.Errorf("gemm16 %d: round trips %v; counted %+v, running every cast %+v: want equal, some flushed and not all", gemm16, trips, fused, every)
+		}
+	}
+}
+
 // restoreGemm16 puts gemm16Override and bf16gemm's path back as they
 // were when t ends (tests that force the speed path's graph or a path).
 func restoreGemm16(t *testing.T) {
@@ -327,12 +371,14 @@ func TestGemm16OnWidenIsTheCastStep(t *testing.T) {
 }
 
 // TestFusedCastsBitwise: on the speed path's graph the arena fuses the
-// casts up whose every reader is a bf16 product (arena.BF16Reader: the
-// products read the bf16 values) and the round trips (an output cast down
-// and straight back up: its op rounds it in place), and the step is
-// bitwise the one that runs every cast (arena.Options.KeepCasts), on
-// every bf16gemm path; the fused program runs fewer ops, only casts fewer,
-// and the casts that some other op reads still run.
+// casts up whose every reader reads bf16 (arena.BF16Reader: the products,
+// the attention's ops, GELU, the column sums) and the round trips (an
+// output cast down and straight back up: its op rounds it in place,
+// before its readers would widen the bits, unless a bf16 product reads
+// them), and the step is bitwise the one that runs every cast
+// (arena.Options.KeepCasts), on every bf16gemm path; the fused program
+// runs fewer ops, only casts fewer, and the casts that some other op
+// reads still run.
 func TestFusedCastsBitwise(t *testing.T) {
 	p := tinyParams(t)
 	bf := WithPrecision(policy(t, "bf16"))
@@ -346,7 +392,21 @@ func TestFusedCastsBitwise(t *testing.T) {
 		}
 		defer m.Close()
 		prog := m.Arena()
-		for _, n := range m.Graph().AllNodes() {
+		g := m.Graph()
+		readers := func(n *G.Node) (rs []*G.Node, bf16, native bool) {
+			bf16 = true
+			for it := g.To(n.ID()); it.Next(); {
+				r := it.Node().(*G.Node)
+				rs = append(rs, r)
+				b, ok := r.Op().(arena.BF16Reader)
+				bf16 = bf16 && ok && b.ReadsBF16(0)
+				if nb, ok := r.Op().(arena.BF16Native); ok && nb.BF16Native(0) {
+					native = true
+				}
+			}
+			return rs, bf16, native
+		}
+		for _, n := range g.AllNodes() {
 			c, ok := n.Op().(arena.CastOp)
 			if _, runs := prog.RunsOp(n); !ok || !runs {
 				continue
@@ -354,8 +414,27 @@ func TestFusedCastsBitwise(t *testing.T) {
 			switch {
 			case c.From == arena.BF16 && c.To == arena.F32:
 				up++
+				if rs, bf16, _ := readers(n); bf16 && len(opts) == 0 {
+					t.Errorf("a cast up read by %v only, which read bf16, runs", rs)
+				}
 			case c.From == arena.F32 && c.To == arena.BF16:
 				down++
+				// A cast down whose readers are all casts up read by ops
+				// widening bf16 is a round trip: rounded in place, unless
+				// a bf16 product reads it.
+				ups, _, _ := readers(n)
+				trip, native := len(opts) == 0, false
+				for _, u := range ups {
+					cu, ok := u.Op().(arena.CastOp)
+					_, bf16, nat := readers(u)
+					trip = trip && ok && cu.To == arena.F32 && bf16
+					native = native || nat
+				}
+				src := g.From(n.ID())
+				src.Next()
+				if s, _, _ := readers(src.Node().(*G.Node)); trip && !native && len(s) == 1 && src.Node().(*G.Node).Op() != nil {
+					t.Errorf("the cast down of %v runs, its casts up read only by ops widening bf16", src.Node())
+				}
 			}
 		}
 		return prog.Steps(), up, down

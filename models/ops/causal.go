@@ -142,12 +142,19 @@ func (op causalOp) Do(in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return op.UsePreallocDo(newLike(in[0], s), in...)
+	return op.UsePreallocDo(tensor.New(tensor.WithShape(s...), tensor.Of(readDtype(in[1]))), in...)
 }
 func (op causalOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	s, err := op.check(valueShapes(in))
 	if err != nil {
 		return nil, err
+	}
+	if in[0].Dtype() == tensor.Uint16 || in[1].Dtype() == tensor.Uint16 { // bf16 bits (ReadsBF16)
+		o, err := checkPrealloc(op.String(), out, s, tensor.Float32)
+		if err != nil {
+			return nil, err
+		}
+		return runReadingBF16(op, op.String(), o, in)
 	}
 	if err := checkSameDtype(op.String(), in...); err != nil {
 		return nil, err
@@ -170,28 +177,39 @@ func (op causalOp) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
 }
 
 func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
-	if err := checkBind(op, out, in); err != nil {
+	if err := checkBindReading16(op, out, in); err != nil {
 		return nil, err
 	}
 	N, T, d := op.dims(shapesOfBufs(in))
-	x, y, z := in[0].F32, in[1].F32, out.F32
+	z := out.F32
 	nx, ny, nz := T*d, T*d, T*T // one item's elements, for the split
 	if !op.kind.scores() {
 		nx, nz = T*T, T*d
 	}
+	r := newCausalReader(op, T, d, in)
+	per := r.scratch()
+	var split *par.Split
+	var wide []float32 // each chunk's widened bf16 operands
+	each := func(f func(o causalItem, i int)) func() {
+		split = par.New(N, nx+ny+nz, func(lo, hi int) {
+			c := r.chunk(wide[split.ChunkOf(lo)*per:][:per])
+			for i := lo; i < hi; i++ {
+				f(c.item(i, z), i)
+			}
+		})
+		wide = make([]float32, split.Chunks()*per)
+		return split.Run
+	}
 	impl := tensor.WhichBLAS()
 	if causalOnSgemm(impl) {
-		return par.New(N, nx+ny+nz, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				op.lower(T, d, op.item(i, T, d, x, y, z))
-			}
-		}).Run, nil
+		return each(func(o causalItem, _ int) { op.lower(T, d, o) }), nil
 	}
 	// tris[i] is item i's copy of a diagonal block with its upper part
 	// zeroed, so that l's entries above the diagonal are never read (the
 	// products are exact for any l, not just one that is triangular).
 	tris := make([]float32, N*causalRows*causalRows)
-	item := func(o causalItem, tri []float32) {
+	return each(func(o causalItem, i int) {
+		tri := tris[i*causalRows*causalRows : (i+1)*causalRows*causalRows]
 		a, b, c := o.a, o.b, o.c
 		for r0 := 0; r0 < T; r0 += causalRows {
 			r1 := min(r0+causalRows, T)
@@ -222,12 +240,7 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 				}
 			}
 		}
-	}
-	return par.New(N, nx+ny+nz, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			item(op.item(i, T, d, x, y, z), tris[i*causalRows*causalRows:(i+1)*causalRows*causalRows])
-		}
-	}).Run, nil
+	}), nil
 }
 
 // causalItem is one item's operands a, b and the output c, each from its
@@ -236,20 +249,6 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 type causalItem struct {
 	a, b, c       []float32
 	lda, ldb, ldc int
-}
-
-// item returns item i's operands in the op's inputs x, y and output z.
-func (op causalOp) item(i, T, d int, x, y, z []float32) causalItem {
-	var o causalItem
-	o.b, o.ldb = mat(op.heads, y, i, T, d)
-	if op.kind.scores() {
-		o.a, o.lda = mat(op.heads, x, i, T, d)
-		o.c, o.ldc = z[i*T*T:(i+1)*T*T], T
-	} else {
-		o.a, o.lda = x[i*T*T:(i+1)*T*T], T
-		o.c, o.ldc = mat(op.heads, z, i, T, d)
-	}
-	return o
 }
 
 // causalOnSgemm reports whether impl is gptlab's sgemm, whose causal

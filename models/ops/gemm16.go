@@ -64,6 +64,11 @@ func (op gemm16Op) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 // value itself in place of its cast up (GemmMixed gives the same bits).
 func (gemm16Op) ReadsBF16(int) bool { return true }
 
+// BF16Native implements arena.BF16Native: on a packed path the product
+// packs the bf16 bits as they are, and would narrow a float32 operand
+// again.
+func (gemm16Op) BF16Native(int) bool { return true }
+
 // BindKernel implements arena.Kernel.
 func (op gemm16Op) BindKernel(out arena.Buf, in []arena.Buf) (func(), bool) {
 	return bindKernel(op, out, in)

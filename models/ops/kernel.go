@@ -71,11 +71,26 @@ type shapedOp interface {
 // inputs as the op takes, float32 storage of the stated shapes, and an
 // output of the shape the op computes from its inputs.
 func checkBind(op shapedOp, out arena.Buf, in []arena.Buf) error {
+	return checkBindOf(op, out, in, false)
+}
+
+// checkBindReading16 is checkBind for an op that may read its inputs as
+// bf16 bits (arena.BF16Reader): each input float32 or bf16 storage.
+func checkBindReading16(op shapedOp, out arena.Buf, in []arena.Buf) error {
+	return checkBindOf(op, out, in, true)
+}
+
+func checkBindOf(op shapedOp, out arena.Buf, in []arena.Buf, bf16 bool) error {
 	if len(in) != op.Arity() {
 		return fmt.Errorf("%v: %d inputs, want %d", op, len(in), op.Arity())
 	}
-	if err := checkF32(op.String(), append([]arena.Buf{out}, in...)...); err != nil {
+	if err := checkF32(op.String(), out); err != nil {
 		return err
+	}
+	for i, b := range in {
+		if !b.Is(arena.F32) && !(bf16 && b.Is(arena.BF16)) {
+			return fmt.Errorf("%s: input %d is not float32 storage of shape %v", op, i, b.Shape)
+		}
 	}
 	s, err := op.check(shapesOfBufs(in))
 	if err != nil {

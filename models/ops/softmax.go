@@ -60,12 +60,21 @@ func (op causalSoftmaxOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
 	return op.check(shapesOf(in))
 }
 func (op causalSoftmaxOp) Do(in ...G.Value) (G.Value, error) {
-	return op.UsePreallocDo(newLike(in[0], in[0].Shape()), in...)
+	return op.UsePreallocDo(tensor.New(tensor.WithShape(in[0].Shape().Clone()...), tensor.Of(readDtype(in[len(in)-1]))), in...)
 }
 func (op causalSoftmaxOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	s, err := op.check(valueShapes(in))
 	if err != nil {
 		return nil, err
+	}
+	for _, v := range in {
+		if v.Dtype() == tensor.Uint16 { // bf16 bits (ReadsBF16)
+			o, err := checkPrealloc(op.String(), out, s, tensor.Float32)
+			if err != nil {
+				return nil, err
+			}
+			return runReadingBF16(op, op.String(), o, in)
+		}
 	}
 	if err := checkSameDtype(op.String(), in...); err != nil {
 		return nil, err
@@ -102,13 +111,33 @@ func (op causalSoftmaxOp) InPlaceInputs() []int {
 }
 
 func (op causalSoftmaxOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
-	if err := checkBind(op, out, in); err != nil {
+	if err := checkBindReading16(op, out, in); err != nil {
 		return nil, err
 	}
 	// independent rows of T; a range [lo, hi) of them is [lo*T, hi*T).
 	s := out.Shape // (B*H, T, T), checked by checkBind
 	T, rows, scale := s[1], s[0]*s[1], op.scale
 	y, a := out.F32, in[0].F32
+	if op.grad && (in[0].Is(arena.BF16) || in[1].Is(arena.BF16)) {
+		// Rows widened softmaxRows16 at a time into scratch of their chunk.
+		var split *par.Split
+		var wide []float32
+		per := 2 * softmaxRows16 * T
+		split = par.New(rows, T, func(lo, hi int) {
+			w := wide[split.ChunkOf(lo)*per:][:per]
+			for r0 := lo; r0 < hi; r0 += softmaxRows16 {
+				a, b := r0*T, min(r0+softmaxRows16, hi)*T
+				p := widened(in[0].F32, in[0].U16, a, b, w[:per/2])
+				dp := widened(in[1].F32, in[1].U16, a, b, w[per/2:])
+				causalSoftmaxBackward32(y[a:b], p, dp, T, r0, scale)
+			}
+		})
+		wide = make([]float32, split.Chunks()*per)
+		return split.Run, nil
+	}
+	if err := checkF32(op.String(), in...); err != nil {
+		return nil, err
+	}
 	if op.grad {
 		dy := in[1].F32
 		return par.New(rows, T, func(lo, hi int) {
@@ -119,6 +148,16 @@ func (op causalSoftmaxOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		causalSoftmaxForward32(y[lo*T:hi*T], a[lo*T:hi*T], T, lo, scale)
 	}).Run, nil
 }
+
+// softmaxRows16 is the rows CausalSoftmaxGrad widens at a time from bf16.
+const softmaxRows16 = 16
+
+// ReadsBF16 implements arena.BF16Reader: CausalSoftmaxGrad reads the
+// probabilities and their gradient as bf16 bits by widening
+// softmaxRows16 rows at a time into scratch of their chunk (the same
+// bits); the forward softmax reads float32 only.
+func (op causalSoftmaxOp) ReadsBF16(int) bool { return op.grad }
+
 func (op causalSoftmaxOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalSoftmaxOp) Hashcode() uint32      { return hashOf(op) }
 func (op causalSoftmaxOp) String() string {

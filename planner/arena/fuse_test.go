@@ -18,7 +18,8 @@ import (
 // or not, stands for the rounded sum. A sum that something else reads too
 // keeps its casts (rounding it in place would change what that reader
 // sees), and so does one whose bf16 copy is retained: the negative
-// controls.
+// controls. WhenRounding sees the sum before it is rounded, and refuses a
+// sum that is not.
 func TestRoundTripFused(t *testing.T) {
 	const rows, cols = 64, 33
 	vals := func(seed float64) []float32 {
@@ -47,11 +48,17 @@ func TestRoundTripFused(t *testing.T) {
 		}
 		return g, retain, sum, down, up
 	}
+	var before []float32 // the sum as WhenRounding saw it
 	run := func(shared, saved, keep bool) (*Program, []*gorgonia.Node, *gorgonia.Node, *gorgonia.Node, *gorgonia.Node) {
 		g, retain, sum, down, up := build(shared, saved)
 		p, err := Compile(context.Background(), g, retain, Options{InPlace: true, KeepCasts: keep})
 		if err != nil {
 			t.Fatal(err)
+		}
+		before = nil
+		err = p.WhenRounding([]*gorgonia.Node{sum}, func(int) { before = slices.Clone(p.Value(sum).Data().([]float32)) })
+		if trip := !shared && !saved && !keep; (err == nil) != trip || p.RoundsInPlace(sum) != trip {
+			t.Fatalf("shared %v, saved %v, every cast %v: WhenRounding(sum) = %v, RoundsInPlace %v", shared, saved, keep, err, p.RoundsInPlace(sum))
 		}
 		if err := p.RunGuarded(); err != nil {
 			t.Fatal(err)
@@ -74,6 +81,7 @@ func TestRoundTripFused(t *testing.T) {
 	data := func(p *Program, n *gorgonia.Node) []float32 { return p.Value(n).Data().([]float32) }
 	for _, c := range []struct{ shared, saved bool }{{false, false}, {false, true}, {true, false}} {
 		pf, rf, sum, down, up := run(c.shared, c.saved, false)
+		seen := before
 		pk, rk, _, _, _ := run(c.shared, c.saved, true)
 		for i := range rf {
 			if !slices.Equal(bits(pf, rf[i]), bits(pk, rk[i])) {
@@ -97,9 +105,15 @@ func TestRoundTripFused(t *testing.T) {
 			t.Errorf("the cast up is final at step %d, its sum at %d", su, ss)
 		}
 		x, y := vals(1), vals(0.37)
+		if len(seen) != len(x) {
+			t.Fatalf("WhenRounding saw %d values of the sum, want %d", len(seen), len(x))
+		}
 		for i, v := range data(pf, up) {
 			if want := precision.FromBF16(precision.ToBF16(x[i] + y[i])); math.Float32bits(v) != math.Float32bits(want) {
 				t.Fatalf("rounded sum [%d] = %v, want %v", i, v, want)
+			}
+			if math.Float32bits(seen[i]) != math.Float32bits(x[i]+y[i]) {
+				t.Fatalf("WhenRounding saw the sum [%d] as %v, want %v unrounded", i, seen[i], x[i]+y[i])
 			}
 		}
 		prob, _ := pf.Problem()

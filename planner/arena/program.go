@@ -72,6 +72,7 @@ type Program struct {
 	inputAddr map[Value]uintptr
 	scratch   [2][]gorgonia.Value // the inputs of one step, per stream
 	notify    [][]func()          // per step: called after it runs
+	rounding  [][]func()          // per step of a round trip: called before its output is rounded
 	retain    []*gorgonia.Node    // as Compile was given them, for SetStreams
 	opts      Options
 	streams   streamState // streams.go
@@ -170,6 +171,7 @@ func Compile(ctx context.Context, g *gorgonia.ExprGraph, retain []*gorgonia.Node
 	p.current = make([]gorgonia.Value, len(p.vals))
 	p.bufs = make([]Buf, len(p.vals))
 	p.notify = make([][]func(), len(p.steps))
+	p.rounding = make([][]func(), len(p.steps))
 	p.retain, p.opts = retain, o
 	if err := p.planLifetimes(ctx, retain, o, nil); err != nil {
 		return nil, err
@@ -434,6 +436,9 @@ func (p *Program) runStep(i, stream int) error {
 		p.current[st.out] = v
 	}
 	if st.round {
+		for _, f := range p.rounding[i] {
+			f()
+		}
 		if st.rounder == nil { // an output outside the arena: bound anew each run
 			roundKernel(p.current[st.out].Data().([]float32))()
 		} else {
@@ -528,6 +533,32 @@ func (p *Program) WhenWritten(nodes []*gorgonia.Node, f func(i int)) error {
 		p.notify[s] = append(p.notify[s], func() { f(i) })
 	}
 	return nil
+}
+
+// WhenRounding arranges for f(i) to be called during every Run right
+// after the op computing nodes[i] has run and before the program rounds
+// its output in place to bf16 values (a round trip: the op's cast down
+// and back up run as that rounding, fuse.go), on the goroutine running
+// the op: Buf(nodes[i]) then holds the values the cast down would have
+// read. It fails for a node whose output is not rounded so.
+func (p *Program) WhenRounding(nodes []*gorgonia.Node, f func(i int)) error {
+	for _, n := range nodes {
+		if !p.RoundsInPlace(n) {
+			return fmt.Errorf("arena: %v is not rounded in place by the program", n)
+		}
+	}
+	for i, n := range nodes {
+		s, _ := p.RunsOp(n)
+		p.rounding[s] = append(p.rounding[s], func() { f(i) })
+	}
+	return nil
+}
+
+// RoundsInPlace reports whether the program rounds n's output in place
+// to bf16 values after the op computing it (a round trip, fuse.go).
+func (p *Program) RoundsInPlace(n *gorgonia.Node) bool {
+	s, ok := p.RunsOp(n)
+	return ok && p.steps[s].round
 }
 
 // Stats are the arena's figures.
