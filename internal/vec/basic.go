@@ -74,6 +74,19 @@ func AccumRowsF64(acc []float64, x []float32, rows, ldx int) {
 	accumRowsF64(acc, x, rows, ldx)
 }
 
+// AccumRowsBF16F64 is AccumRowsF64 on rows of bf16 bits, each widened
+// exactly to float32 (its bits above 16 zero bits) before it is added:
+// bitwise AccumRowsF64 on the rows' cast up, with no float32 copy made.
+func AccumRowsBF16F64(acc []float64, x []uint16, rows, ldx int) {
+	if rows < 0 || (rows > 1 && ldx < len(acc)) || (rows > 0 && len(x) < (rows-1)*ldx+len(acc)) {
+		panic(fmt.Sprintf("vec.AccumRowsBF16F64: %d rows of %d at stride %d, len(x) = %d", rows, len(acc), ldx, len(x)))
+	}
+	if rows == 0 || len(acc) == 0 {
+		return
+	}
+	accumRowsBF16F64(acc, x, rows, ldx)
+}
+
 // AdamW holds the scalars of one AdamW step, all float32 (the caller
 // computes them, e.g. the bias corrections in float64, and rounds once).
 type AdamW struct {
@@ -142,6 +155,15 @@ func accumF64Go(acc []float64, x []float32) {
 func accumRowsF64Go(acc []float64, x []float32, rows, ldx int) {
 	for r := range rows {
 		accumF64Go(acc, x[r*ldx:])
+	}
+}
+
+// accumRowsBF16F64Go is the fallback of AccumRowsBF16F64.
+func accumRowsBF16F64Go(acc []float64, x []uint16, rows, ldx int) {
+	for r := range rows {
+		for i, v := range x[r*ldx:][:len(acc)] {
+			acc[i] += float64(math.Float32frombits(uint32(v) << 16))
+		}
 	}
 }
 

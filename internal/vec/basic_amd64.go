@@ -79,6 +79,18 @@ func accumRowsF64(acc []float64, x []float32, rows, ldx int) {
 	}
 }
 
+// accumRowsBF16F64 runs accumRowsBF16F64AVX2 over groups of 4 columns
+// and accumRowsBF16F64Go over the rest.
+func accumRowsBF16F64(acc []float64, x []uint16, rows, ldx int) {
+	n := basicSplit(len(acc), 4)
+	if n > 0 {
+		accumRowsBF16F64AVX2(&acc[0], &x[0], n, rows, ldx)
+	}
+	if n < len(acc) {
+		accumRowsBF16F64Go(acc[n:], x[n:], rows, ldx)
+	}
+}
+
 // adamw runs adamwAVX2 over the whole vectors and adamwGo over the rest.
 func adamw(s *AdamW, w, g, m, v []float32) {
 	n := basicSplit(len(w), 8)

@@ -281,6 +281,113 @@ accrows4_done:
 	VZEROUPPER
 	RET
 
+// func accumRowsBF16F64AVX2(acc *float64, x *uint16, n int, rows int, ldx int)
+// Requires: AVX
+TEXT ·accumRowsBF16F64AVX2(SB), NOSPLIT, $0-40
+	MOVQ acc+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ rows+24(FP), BX
+	MOVQ ldx+32(FP), SI
+	SHLQ $0x01, SI
+
+accrows16_32_cols:
+	CMPQ    DX, $0x00000020
+	JB      accrows16_32_done
+	VMOVUPD (AX), Y1
+	VMOVUPD 32(AX), Y2
+	VMOVUPD 64(AX), Y3
+	VMOVUPD 96(AX), Y4
+	VMOVUPD 128(AX), Y5
+	VMOVUPD 160(AX), Y6
+	VMOVUPD 192(AX), Y7
+	VMOVUPD 224(AX), Y8
+	MOVQ    CX, DI
+	MOVQ    BX, R8
+	TESTQ   R8, R8
+	JZ      accrows16_32_store
+
+accrows16_32_row:
+	VPMOVZXWD (DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y1, Y1
+	VPMOVZXWD 8(DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y2, Y2
+	VPMOVZXWD 16(DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y3, Y3
+	VPMOVZXWD 24(DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y4, Y4
+	VPMOVZXWD 32(DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y5, Y5
+	VPMOVZXWD 40(DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y6, Y6
+	VPMOVZXWD 48(DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y7, Y7
+	VPMOVZXWD 56(DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y8, Y8
+	ADDQ      SI, DI
+	DECQ      R8
+	JNZ       accrows16_32_row
+
+accrows16_32_store:
+	VMOVUPD Y1, (AX)
+	VMOVUPD Y2, 32(AX)
+	VMOVUPD Y3, 64(AX)
+	VMOVUPD Y4, 96(AX)
+	VMOVUPD Y5, 128(AX)
+	VMOVUPD Y6, 160(AX)
+	VMOVUPD Y7, 192(AX)
+	VMOVUPD Y8, 224(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x00000040, CX
+	SUBQ    $0x00000020, DX
+	JMP     accrows16_32_cols
+
+accrows16_32_done:
+accrows16_4_cols:
+	CMPQ    DX, $0x00000004
+	JB      accrows16_4_done
+	VMOVUPD (AX), Y1
+	MOVQ    CX, DI
+	MOVQ    BX, R8
+	TESTQ   R8, R8
+	JZ      accrows16_4_store
+
+accrows16_4_row:
+	VPMOVZXWD (DI), X0
+	VPSLLD    $0x10, X0, X0
+	VCVTPS2PD X0, Y0
+	VADDPD    Y0, Y1, Y1
+	ADDQ      SI, DI
+	DECQ      R8
+	JNZ       accrows16_4_row
+
+accrows16_4_store:
+	VMOVUPD Y1, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000008, CX
+	SUBQ    $0x00000004, DX
+	JMP     accrows16_4_cols
+
+accrows16_4_done:
+	VZEROUPPER
+	RET
+
 // func adamwAVX2(w *float32, grad *float32, m *float32, v *float32, n int, decay float32, clip float32, b1 float32, c1 float32, b2 float32, c2 float32, bc2Sqrt float32, eps float32, stepSize float32)
 // Requires: AVX
 TEXT ·adamwAVX2(SB), NOSPLIT, $0-76

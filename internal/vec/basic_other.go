@@ -15,4 +15,8 @@ func accumF64(acc []float64, x []float32) { accumF64Go(acc, x) }
 
 func accumRowsF64(acc []float64, x []float32, rows, ldx int) { accumRowsF64Go(acc, x, rows, ldx) }
 
+func accumRowsBF16F64(acc []float64, x []uint16, rows, ldx int) {
+	accumRowsBF16F64Go(acc, x, rows, ldx)
+}
+
 func adamw(s *AdamW, w, g, m, v []float32) { adamwGo(s, w, g, m, v) }

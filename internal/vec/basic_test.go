@@ -241,31 +241,45 @@ func TestAccumF64(t *testing.T) {
 	}
 }
 
-// TestAccumRowsF64 checks that the column sums down rows of x are
-// bitwise AccumF64 row by row, on every path, for widths across the
-// kernel's 32- and 4-column groups and the tail, and that acc past its
+// TestAccumRows checks that the column sums down rows of x are bitwise
+// AccumF64 row by row (AccumRowsF64), and of bf16 bits bitwise that of
+// their cast up (AccumRowsBF16F64, on bits of every kind: normals,
+// subnormals, infinities, NaNs), on every path, for widths across the
+// kernels' 32- and 4-column groups and the tail, and that acc past its
 // length is untouched.
-func TestAccumRowsF64(t *testing.T) {
+func TestAccumRows(t *testing.T) {
 	for _, n := range basicLengths {
 		for _, rows := range []int{0, 1, 3, 17} {
 			t.Run(fmt.Sprintf("n=%d/rows=%d", n, rows), func(t *testing.T) {
 				r := basicRand(uint64(n)*31 + uint64(rows))
 				ldx := n + 3
 				x := basicData(r, rows*ldx, true)
+				x16 := make([]uint16, rows*ldx)
+				up := make([]float32, len(x16))
+				for i := range x16 {
+					x16[i] = uint16(r.Uint32())
+					up[i] = math.Float32frombits(uint32(x16[i]) << 16)
+				}
 				acc0 := make([]float64, n+basicGuard)
 				for i := range acc0 {
 					acc0[i] = r.NormFloat64() * math.Pow(10, float64(r.IntN(9)-4))
 				}
-				want := slices.Clone(acc0)
+				want, want16 := slices.Clone(acc0), slices.Clone(acc0)
 				for q := range rows {
 					accumF64Go(want[:n], x[q*ldx:])
+					accumF64Go(want16[:n], up[q*ldx:])
 				}
 				run := func(f func(acc []float64, x []float32, rows, ldx int)) []float64 {
 					acc := slices.Clone(acc0)
 					f(acc[:n], x, rows, ldx)
 					return acc
 				}
-				check := func(name string, got []float64) {
+				run16 := func(f func(acc []float64, x []uint16, rows, ldx int)) []float64 {
+					acc := slices.Clone(acc0)
+					f(acc[:n], x16, rows, ldx)
+					return acc
+				}
+				check := func(name string, got, want []float64) {
 					t.Helper()
 					for i := range got {
 						if !sameF64(got[i], want[i]) {
@@ -273,19 +287,24 @@ func TestAccumRowsF64(t *testing.T) {
 						}
 					}
 				}
-				check("accumRowsF64Go", run(accumRowsF64Go))
+				check("accumRowsF64Go", run(accumRowsF64Go), want)
+				check("accumRowsBF16F64Go", run16(accumRowsBF16F64Go), want16)
 				t.Run("avx2", func(t *testing.T) {
 					basicNeedAVX2(t)
-					check("AccumRowsF64", run(AccumRowsF64))
+					check("AccumRowsF64", run(AccumRowsF64), want)
+					check("AccumRowsBF16F64", run16(AccumRowsBF16F64), want16)
 				})
-				basicWithoutAVX2(func() { check("AccumRowsF64 without AVX2", run(AccumRowsF64)) })
+				basicWithoutAVX2(func() {
+					check("AccumRowsF64 without AVX2", run(AccumRowsF64), want)
+					check("AccumRowsBF16F64 without AVX2", run16(AccumRowsBF16F64), want16)
+				})
 			})
 		}
 	}
 }
 
 // TestAccumRowsF64CatchesOrder is the negative control of
-// TestAccumRowsF64: summing the rows in another order gives other bits on
+// TestAccumRows: summing the rows in another order gives other bits on
 // its data, so the test could tell.
 func TestAccumRowsF64CatchesOrder(t *testing.T) {
 	x := []float32{1e17, -1e17, 1} // (3, 1): 1 + -1e17 rounds to -1e17 in float64
@@ -314,6 +333,7 @@ func TestPanics(t *testing.T) {
 		{"AddRow empty b", func() { AddRow(f, f, nil) }},
 		{"AccumF64 short x", func() { AccumF64(make([]float64, 16), f[:9]) }},
 		{"AccumRowsF64 short x", func() { AccumRowsF64(make([]float64, 8), f, 2, 9) }},
+		{"AccumRowsBF16F64 short x", func() { AccumRowsBF16F64(make([]float64, 8), make([]uint16, 16), 2, 9) }},
 		{"AccumRowsF64 narrow ldx", func() { AccumRowsF64(make([]float64, 8), f, 2, 7) }},
 		{"AccumRowsF64 negative rows", func() { AccumRowsF64(make([]float64, 8), f, -1, 8) }},
 		{"Update short g", func() { (&AdamW{}).Update(f, f[:8], f, f) }},

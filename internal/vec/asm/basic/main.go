@@ -1,5 +1,6 @@
 // Command basic generates the AVX2 kernels of package vec's basic
-// elementwise ops (Add, Mul, AddRow, AccumF64, AccumRowsF64, AdamW.Update) with avo
+// elementwise ops (Add, Mul, AddRow, AccumF64, AccumRowsF64,
+// AccumRowsBF16F64, AdamW.Update) with avo
 // (github.com/mmcloughlin/avo). It lives in the module internal/vec/asm so
 // that the main module does not depend on avo; `go generate` in
 // internal/vec runs it:
@@ -27,7 +28,8 @@ func main() {
 	genBinary("mul", "·", VMULPS)
 	genAddRow()
 	genAccumF64()
-	genAccumRowsF64()
+	genAccumRows(false)
+	genAccumRows(true)
 	genAdamW()
 	Generate()
 }
@@ -132,31 +134,37 @@ func genAddRow() {
 	RET()
 }
 
-// genAccumRowsF64 generates accumRowsF64AVX2: acc[i] += float64(x[r*ldx+i])
-// for r < rows in order, for i < n (n a multiple of 4). Columns go 32 at a
-// time (eight YMM of float64 sums kept in registers down the rows), then 4
-// at a time; each sum takes the rows in order, as accumF64AVX2 row by row
-// would, so the bits are those of that loop.
-func genAccumRowsF64() {
-	TEXT("accumRowsF64AVX2", NOSPLIT, "func(acc *float64, x *float32, n, rows, ldx int)")
+// genAccumRows generates accumRowsF64AVX2 (x float32) and, with bf16,
+// accumRowsBF16F64AVX2 (x bf16 bits, each widened exactly: its 16 bits
+// above 16 zero bits): acc[i] += float64(x[r*ldx+i]) for r < rows in
+// order, for i < n (n a multiple of 4). Columns go 32 at a time (eight YMM
+// of float64 sums kept in registers down the rows), then 4 at a time;
+// each sum takes the rows in order, as accumF64AVX2 row by row would, so
+// the bits are those of that loop on x's float32 values.
+func genAccumRows(bf16 bool) {
+	name, elem, size, prefix := "accumRowsF64AVX2", "float32", 4, "accrows"
+	if bf16 {
+		name, elem, size, prefix = "accumRowsBF16F64AVX2", "uint16", 2, "accrows16_"
+	}
+	TEXT(name, NOSPLIT, "func(acc *float64, x *"+elem+", n, rows, ldx int)")
 	Pragma("noescape")
-	Doc("accumRowsF64AVX2 sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of 4).")
+	Doc(name + " sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of 4).")
 	acc := Load(Param("acc"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
 	rows := Load(Param("rows"), GP64())
 	ldx := Load(Param("ldx"), GP64())
-	SHLQ(Imm(2), ldx) // bytes per row of x
+	SHLQ(Imm(uint64(size/2)), ldx) // bytes per row of x
 	t := []reg.VecVirtual{YMM(), YMM()}
 	for _, w := range []int{32, 4} {
-		name := fmt.Sprintf("accrows%d", w)
+		label := fmt.Sprintf("%s%d", prefix, w)
 		sums := make([]reg.VecVirtual, w/4)
 		for u := range sums {
 			sums[u] = YMM()
 		}
-		Label(name + "_cols")
+		Label(label + "_cols")
 		CMPQ(n, U32(w))
-		JB(LabelRef(name + "_done"))
+		JB(LabelRef(label + "_done"))
 		for u, v := range sums {
 			VMOVUPD(Mem{Base: acc, Disp: u * vecBytes}, v)
 		}
@@ -164,24 +172,31 @@ func genAccumRowsF64() {
 		MOVQ(x, p)
 		MOVQ(rows, r)
 		TESTQ(r, r)
-		JZ(LabelRef(name + "_store"))
-		Label(name + "_row")
+		JZ(LabelRef(label + "_store"))
+		Label(label + "_row")
 		for u, v := range sums {
-			VCVTPS2PD(Mem{Base: p, Disp: u * vecBytes / 2}, t[u%2])
+			src := Mem{Base: p, Disp: u * 4 * size} // 4 values a sum
+			if bf16 {
+				VPMOVZXWD(src, t[u%2].AsX())
+				VPSLLD(Imm(16), t[u%2].AsX(), t[u%2].AsX())
+				VCVTPS2PD(t[u%2].AsX(), t[u%2])
+			} else {
+				VCVTPS2PD(src, t[u%2])
+			}
 			VADDPD(t[u%2], v, v)
 		}
 		ADDQ(ldx, p)
 		DECQ(r)
-		JNZ(LabelRef(name + "_row"))
-		Label(name + "_store")
+		JNZ(LabelRef(label + "_row"))
+		Label(label + "_store")
 		for u, v := range sums {
 			VMOVUPD(v, Mem{Base: acc, Disp: u * vecBytes})
 		}
 		ADDQ(U32(w*8), acc)
-		ADDQ(U32(w*4), x)
+		ADDQ(U32(w*size), x)
 		SUBQ(U32(w), n)
-		JMP(LabelRef(name + "_cols"))
-		Label(name + "_done")
+		JMP(LabelRef(label + "_cols"))
+		Label(label + "_done")
 	}
 	VZEROUPPER()
 	RET()
