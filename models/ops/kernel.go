@@ -87,9 +87,13 @@ func checkBindOf(op shapedOp, out arena.Buf, in []arena.Buf, bf16 bool) error {
 	if err := checkF32(op.String(), out); err != nil {
 		return err
 	}
+	want := "float32"
+	if bf16 {
+		want = "float32 or bf16"
+	}
 	for i, b := range in {
 		if !b.Is(arena.F32) && !(bf16 && b.Is(arena.BF16)) {
-			return fmt.Errorf("%s: input %d is not float32 storage of shape %v", op, i, b.Shape)
+			return fmt.Errorf("%s: input %d is not %s storage of shape %v", op, i, want, b.Shape)
 		}
 	}
 	s, err := op.check(shapesOfBufs(in))

@@ -115,7 +115,7 @@ func (op causalSoftmaxOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, err
 	}
 	// independent rows of T; a range [lo, hi) of them is [lo*T, hi*T).
-	s := out.Shape // (B*H, T, T), checked by checkBind
+	s := out.Shape // (B*H, T, T), checked by checkBindReading16
 	T, rows, scale := s[1], s[0]*s[1], op.scale
 	y, a := out.F32, in[0].F32
 	if op.grad && (in[0].Is(arena.BF16) || in[1].Is(arena.BF16)) {

@@ -539,7 +539,7 @@ func (p *Program) WhenWritten(nodes []*gorgonia.Node, f func(i int)) error {
 // after the op computing nodes[i] has run and before the program rounds
 // its output in place to bf16 values (a round trip: the op's cast down
 // and back up run as that rounding, fuse.go), on the goroutine running
-// the op: Buf(nodes[i]) then holds the values the cast down would have
+// the op: Value(nodes[i]) then holds the values the cast down would have
 // read. It fails for a node whose output is not rounded so.
 func (p *Program) WhenRounding(nodes []*gorgonia.Node, f func(i int)) error {
 	for _, n := range nodes {
