@@ -42,6 +42,12 @@ type builder struct {
 	fuse    bool
 	standIn map[*G.Node]*G.Node
 	unrun   map[*G.Node]bool
+	// seq0 is the batch's first sequence this graph's rows hold (the
+	// second half of a halved step: B of the batch's sequences from seq0);
+	// rows, when set, keeps each parameter row block's node so that the
+	// two halves read one (paramRows).
+	seq0 int
+	rows map[string]*G.Node
 }
 
 // hook is how a pass over the graph is applied while the layers build it:
@@ -220,6 +226,9 @@ func (n *builder) param(name string) *G.Node {
 // paramRows is rows [lo, hi) of a parameter's first axis as a node of its
 // own (a view of the same memory): q, k and v of c_attn.
 func (n *builder) paramRows(name, part string, lo, hi int) *G.Node {
+	if x, ok := n.rows[name+"."+part]; ok {
+		return x
+	}
 	x := n.hookWeight(name, lo, hi)
 	if x == nil {
 		shape := n.p.Shape(name)
@@ -231,6 +240,9 @@ func (n *builder) paramRows(name, part string, lo, hi int) *G.Node {
 		x = n.input(name+"."+part, n.p.Slice(name)[lo*row:hi*row], sub...)
 	}
 	n.wrt[name] = append(n.wrt[name], x)
+	if n.rows != nil {
+		n.rows[name+"."+part] = x
+	}
 	return x
 }
 

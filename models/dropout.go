@@ -55,7 +55,10 @@ func (n *builder) dropoutMask(x *G.Node, layer, site int) (*G.Node, dropMask) {
 		return x, dropMask{}
 	}
 	if n.drop != nil {
-		d := dropMask{site: &ops.DropoutSite{Key: n.drop, P: n.cfg.Dropout, Layer: layer, Site: site}}
+		// x holds sequences seq0… of the batch: its mask is theirs in the
+		// whole batch's (every site's tensor is sequence-major)
+		first := n.seq0 * x.Shape().TotalSize() / n.B
+		d := dropMask{site: &ops.DropoutSite{Key: n.drop, P: n.cfg.Dropout, Layer: layer, Site: site, First: first}}
 		return d.apply(n, x), d
 	}
 	s := x.Shape()

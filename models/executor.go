@@ -39,6 +39,15 @@ const (
 	// StreamsByMeasurement assigns two streams, times the step both ways
 	// and keeps the faster (arena.Program.ChooseStreams).
 	StreamsByMeasurement
+	// HalfBatches cuts a training step into two halves of its batch (B
+	// even: the first B/2 sequences and the last), each through every
+	// layer on a stream of its own; the scheduler places the ops the
+	// halves share (halves.go). The logits and dropout masks are bitwise
+	// those of the whole-batch step; the loss and the gradients of the
+	// weights and biases add the halves' sums, so they differ from the
+	// whole batch's by float32 rounding. The halved step gives the same
+	// bits on one stream as on two (with one CPU, it runs on one).
+	HalfBatches
 )
 
 // streamRuns is how many runs of the step measure each op's costs, and
@@ -85,6 +94,12 @@ func defaultPlanner() planner.Algorithm {
 // caller reads after each run: the planned arena (the default planner
 // when o names none), or the TapeMachine.
 func newExecutor(g *G.ExprGraph, retain G.Nodes, o modelOptions) (executor, error) {
+	return newExecutorPinned(g, retain, o, nil)
+}
+
+// newExecutorPinned is newExecutor with the streams of some steps given
+// by pins (HalfBatches: the model's halfPins).
+func newExecutorPinned(g *G.ExprGraph, retain G.Nodes, o modelOptions, pins func(*arena.Program) []int) (executor, error) {
 	if o.streams != OneStream && (o.tape || o.stat != nil) {
 		return nil, fmt.Errorf("%w: two streams need the arena executor and a graph without stateful ops (not the TapeMachine, not WithRunningMean)", ErrConfig)
 	}
@@ -107,6 +122,11 @@ func newExecutor(g *G.ExprGraph, retain G.Nodes, o modelOptions) (executor, erro
 		e.streams, err = prog.AssignStreams(ctx, streamRuns)
 	case StreamsByMeasurement:
 		e.streams, err = prog.ChooseStreams(ctx, streamRuns)
+	case HalfBatches:
+		if pins == nil {
+			return nil, fmt.Errorf("%w: streams of half batches are for a training model's step", ErrConfig)
+		}
+		e.streams, err = prog.AssignStreamsPinned(ctx, streamRuns, pins(prog))
 	default:
 		return nil, fmt.Errorf("%w: streams %d", ErrConfig, o.streams)
 	}

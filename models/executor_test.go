@@ -20,25 +20,7 @@ func TestArenaMatchesTapeMachine(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Close()
-		opt := NewAdamW(p, DefaultAdamW())
-		idx := make([]int32, cfg.Batch*cfg.Block)
-		tgt := make([]int32, len(idx))
-		var losses []float32
-		for step := 0; step < 4; step++ {
-			for i := range idx {
-				idx[i] = int32((i*7 + step*3) % cfg.Vocab)
-				tgt[i] = int32((i*5 + step) % cfg.Vocab)
-			}
-			loss, err := m.Step(idx, tgt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			losses = append(losses, loss)
-			if _, err := opt.Step(m, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return losses, p
+		return trainSteps(t, m, p, cfg, 4), p
 	}
 	gotLoss, gotP := run()
 	wantLoss, wantP := run(WithTapeMachine())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"gptlab/models/ops"
+	"gptlab/planner/arena"
 
 	_ "go4.org/unsafe/assume-no-moving-gc" // gorgonia panics at start on Go 1.26 without it
 	G "gorgonia.org/gorgonia"
@@ -35,9 +36,15 @@ type Model struct {
 	idx, pos, tgt []int // backing of the Int input tensors (B*T)
 
 	logits, loss *G.Node
-	grads        []gradParts // per parameter, in Names order
-	wrt          G.Nodes     // the parameter nodes differentiated, in GradNodes order
-	joined       [][]float32 // gradient buffers of split parameters
+	// A halved step (HalfBatches) has no logits node: halfLogits are its
+	// halves' logits, half their token and position inputs, and logitsBuf
+	// the two joined (Logits).
+	halfLogits [2]*G.Node
+	half       [2][2]*G.Node
+	logitsBuf  []float32
+	grads      []gradParts // per parameter, in Names order
+	wrt        G.Nodes     // the parameter nodes differentiated, in GradNodes order
+	joined     [][]float32 // gradient buffers of split parameters
 
 	masks   []maskInput      // every dropout mask input (stateful masks), filled by Feed
 	mp      *mixed           // the 16-bit policy's pass (mixed.go), or nil
@@ -74,15 +81,23 @@ func NewModel(cfg Config, p *Params, B, T int, train bool, opts ...ModelOption) 
 	if (o.rng.Kind == Stateful || o.stat != nil) && o.schedule == nil {
 		return nil, fmt.Errorf("%w: stateful dropout masks and running means need a step schedule (WithStepSchedule)", ErrConfig)
 	}
+	if o.streams == HalfBatches && (!train || B%2 != 0 || o.schedule != nil) {
+		return nil, fmt.Errorf("%w: half batches are for a training step without a step schedule, of an even batch (B = %d)", ErrConfig, B)
+	}
 	if err := m.build(o); err != nil {
 		return nil, fmt.Errorf("build GPT graph: %w", err)
 	}
 	if o.schedule != nil {
 		o.arena.Order = opsInOrder(m.g, m.unrun) // the order the schedule built them in
 	}
-	retain := append(G.Nodes{m.loss, m.logits}, m.GradNodes()...)
+	retain := append(G.Nodes{m.loss}, m.logitNodes()...)
+	retain = append(retain, m.GradNodes()...)
 	retain = append(retain, m.extra...)
-	exec, err := newExecutor(m.g, retain, o)
+	var pins func(*arena.Program) []int
+	if o.streams == HalfBatches {
+		pins = m.halfPins
+	}
+	exec, err := newExecutorPinned(m.g, retain, o, pins)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +146,8 @@ func (m *Model) Graph() *G.ExprGraph { return m.g }
 // LossNode is the graph's mean cross-entropy, shape (1).
 func (m *Model) LossNode() *G.Node { return m.loss }
 
-// LogitsNode is the graph's (B*T, V) logits.
+// LogitsNode is the graph's (B*T, V) logits (nil for a halved step, whose
+// two halves' logits Logits joins).
 func (m *Model) LogitsNode() *G.Node { return m.logits }
 
 // build makes the graph: the GPT forward of layers.go over (B, T) tokens,
@@ -171,9 +187,12 @@ func (m *Model) build(o modelOptions) error {
 	for i := range m.pos {
 		m.pos[i] = i % m.T
 	}
-	idx := n.input("idx", m.idx, N)
-	pos := n.input("pos", m.pos, N)
-	tgt := n.input("targets", m.tgt, N)
+	var idx, pos, tgt *G.Node
+	if o.streams != HalfBatches {
+		idx = n.input("idx", m.idx, N)
+		pos = n.input("pos", m.pos, N)
+		tgt = n.input("targets", m.tgt, N)
+	}
 	if sched != nil {
 		if !m.train {
 			return fmt.Errorf("%w: a schedule of passes is for a training model", ErrConfig)
@@ -190,12 +209,16 @@ func (m *Model) build(o modelOptions) error {
 		return m.setGrads(n, grads, counts)
 	}
 
-	x := n.embed(idx, pos) // (B*T, C)
-	for l := range m.cfg.Layers {
-		x = n.block(x, l) // (B*T, C)
+	if o.streams == HalfBatches {
+		m.loss = m.buildHalves(n)
+	} else {
+		x := n.embed(idx, pos) // (B*T, C)
+		for l := range m.cfg.Layers {
+			x = n.block(x, l) // (B*T, C)
+		}
+		m.logits = n.head(x)                                                              // (B*T, V)
+		m.loss = n.do(func() (*G.Node, error) { return ops.CrossEntropy(m.logits, tgt) }) // (1)
 	}
-	m.logits = n.head(x)                                                              // (B*T, V)
-	m.loss = n.do(func() (*G.Node, error) { return ops.CrossEntropy(m.logits, tgt) }) // (1)
 	m.masks = masks.all
 	if n.err != nil {
 		return n.err
@@ -319,7 +342,21 @@ func (m *Model) Step(idx, targets []int32) (float32, error) {
 
 // Logits are the (B, T, V) logits of the last Step, row-major. The slice
 // belongs to the model and changes at the next Step.
-func (m *Model) Logits() []float32 { return m.f32Value(m.logits) }
+func (m *Model) Logits() []float32 {
+	if m.logits != nil {
+		return m.f32Value(m.logits)
+	}
+	m.logitsBuf = append(append(m.logitsBuf[:0], m.f32Value(m.halfLogits[0])...), m.f32Value(m.halfLogits[1])...)
+	return m.logitsBuf
+}
+
+// logitNodes are the nodes holding the logits: one, or a halved step's two.
+func (m *Model) logitNodes() G.Nodes {
+	if m.logits != nil {
+		return G.Nodes{m.logits}
+	}
+	return G.Nodes{m.halfLogits[0], m.halfLogits[1]}
+}
 
 // f32Value is a node's float32 data after the last run, read without
 // boxing the slice in an interface (Data() would allocate); nil before the

@@ -49,25 +49,7 @@ func TestStreamsBitwise(t *testing.T) {
 			if err := assign(m); err != nil {
 				t.Fatal(err)
 			}
-			opt := NewAdamW(p, DefaultAdamW())
-			idx := make([]int32, cfg.Batch*cfg.Block)
-			tgt := make([]int32, len(idx))
-			var losses []float32
-			for step := range 6 {
-				for i := range idx {
-					idx[i] = int32((i*7 + step*3) % cfg.Vocab)
-					tgt[i] = int32((i*5 + step) % cfg.Vocab)
-				}
-				loss, err := m.Step(idx, tgt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				losses = append(losses, loss)
-				if _, err := opt.Step(m, 0); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return losses, append([]float32(nil), p.Data()...)
+			return trainSteps(t, m, p, cfg, 6), append([]float32(nil), p.Data()...)
 		}
 		wantLoss, wantP := train(func(*Model) error { return nil })
 		for _, way := range []string{"random", "scheduler"} {

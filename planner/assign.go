@@ -29,8 +29,25 @@ type Assignment struct {
 // the other on the whole machine (Alone), and stay on one stream
 // otherwise. sync is the time a wait for another stream's op costs.
 func (p Program) AssignStreams(costs []Cost, sync float64) (Assignment, error) {
+	return p.AssignStreamsPinned(costs, sync, nil)
+}
+
+// AssignStreamsPinned is AssignStreams with some ops' streams given: op i
+// runs on stream pin[i] where that is 0 or 1, and the scheduler chooses
+// for the ops pinned to -1 (all of them when pin is nil). A step cut into
+// two halves of its batch pins each half's ops to a stream of its own,
+// and the scheduler places what the halves share.
+func (p Program) AssignStreamsPinned(costs []Cost, sync float64, pin []int) (Assignment, error) {
 	if len(costs) != len(p.Ops) {
 		return Assignment{}, fmt.Errorf("%w: %d costs for %d ops", ErrInvalid, len(costs), len(p.Ops))
+	}
+	if pin != nil && len(pin) != len(p.Ops) {
+		return Assignment{}, fmt.Errorf("%w: %d pins for %d ops", ErrInvalid, len(pin), len(p.Ops))
+	}
+	for i, s := range pin {
+		if s < -1 || s > 1 {
+			return Assignment{}, fmt.Errorf("%w: op %d pinned to stream %d", ErrInvalid, i, s)
+		}
 	}
 	writer, err := p.index()
 	if err != nil {
@@ -54,7 +71,12 @@ func (p Program) AssignStreams(costs []Cost, sync float64) (Assignment, error) {
 		}
 		prefix.Ops = q.Ops[:i+1]
 		best, bestAt := home, math.Inf(1)
-		for _, s := range []int{home, 1 - home} {
+		choices := []int{home, 1 - home}
+		if pin != nil && pin[i] >= 0 {
+			choices = choices[:1]
+			choices[0] = pin[i]
+		}
+		for _, s := range choices {
 			q.Ops[i].Stream = s
 			if t := makespan(prefix, writer, costs, sync); t < bestAt {
 				best, bestAt = s, t

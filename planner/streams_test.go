@@ -326,3 +326,35 @@ func TestAssignStreams(t *testing.T) {
 		t.Errorf("AssignStreams(no costs) = %v, want ErrInvalid", err)
 	}
 }
+
+// TestAssignStreamsPinned: pinned ops run where pinned, whatever the
+// costs say (here that one stream pays), and the rest are chosen as
+// AssignStreams chooses; a pin outside -1…1, or pins of another length,
+// are ErrInvalid.
+func TestAssignStreamsPinned(t *testing.T) {
+	split := []Cost{{0, 0}, {2, 4}, {2, 4}, {4, 8}, {1, 2}} // one stream pays
+	tests := []struct {
+		name string
+		pin  []int
+		want []int
+	}{
+		{"none", nil, []int{0, 0, 0, 0, 0}},
+		{"free", []int{-1, -1, -1, -1, -1}, []int{0, 0, 0, 0, 0}},
+		{"h on 1", []int{-1, -1, -1, 1, -1}, []int{0, 0, 0, 1, 1}}, // the join follows h (a tie)
+		{"all", []int{1, 0, 1, 1, 0}, []int{1, 0, 1, 1, 0}},
+	}
+	for _, tc := range tests {
+		a, err := forkJoin(false).AssignStreamsPinned(split, 0, tc.pin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.Streams, tc.want) {
+			t.Errorf("%s: streams %v, want %v", tc.name, a.Streams, tc.want)
+		}
+	}
+	for _, pin := range [][]int{{0, 0, 2, 0, 0}, {0, -2, 0, 0, 0}, {0, 0}} {
+		if _, err := forkJoin(false).AssignStreamsPinned(split, 0, pin); !errors.Is(err, ErrInvalid) {
+			t.Errorf("pins %v: %v, want ErrInvalid", pin, err)
+		}
+	}
+}

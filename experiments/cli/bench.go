@@ -48,7 +48,7 @@ type benchConfig struct {
 	Exec    string  `set:"executor" help:"arena (the planned arena, the default) or tape (gorgonia's TapeMachine)"`
 	BLAS    string  `set:"blas" help:"matrix products: sgemm (default), gonum, or openblas in -tags openblas builds"`
 	Prec    string  `set:"precision" help:"precision policy: f32 (default), bf16, fp16 or fp16-noscale (casts in the graph)"`
-	Streams string  `set:"streams" help:"1: the ops one after another, each split across the cores; 2: on the two streams the scheduler assigns from measured costs; auto: 2 where measured faster"`
+	Streams string  `set:"streams" help:"1: the ops one after another, each split across the cores; 2: on the two streams the scheduler assigns from measured costs; halves: each stream runs half the batch's sequences (an even batch); auto: halves for an even batch, else 2 where measured faster"`
 }
 
 // heapMetric is sampled for peak_heap_bytes: the bytes of live and
@@ -163,16 +163,22 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 	if pol.Mixed() {
 		opts = append(opts, models.WithPrecision(pol))
 	}
-	streams, ok := map[string]models.Streams{"1": models.OneStream, "2": models.TwoStreams, "auto": models.StreamsByMeasurement}[bc.Streams]
+	streams, ok := map[string]models.Streams{"1": models.OneStream, "2": models.TwoStreams, "halves": models.HalfBatches, "auto": models.StreamsByMeasurement}[bc.Streams]
 	if !ok {
-		return nil, lab.Usagef("--set streams=%s: want 1, 2 or auto", bc.Streams)
+		return nil, lab.Usagef("--set streams=%s: want 1, 2, halves or auto", bc.Streams)
+	}
+	if bc.Streams == "auto" && mc.Batch%2 == 0 {
+		streams = models.HalfBatches
+	}
+	if bc.Streams == "halves" && mc.Batch%2 != 0 {
+		return nil, lab.Usagef("--set streams=halves: a batch of %d sequences has no two halves", mc.Batch)
 	}
 	if streams != models.OneStream {
 		switch {
 		case bc.Exec == "arena":
 			opts = append(opts, models.WithStreams(streams))
-		case bc.Streams == "2":
-			return nil, lab.Usagef("--set streams=%s: two streams run on the arena, not with --set executor=%s", bc.Streams, bc.Exec)
+		case bc.Streams != "auto":
+			return nil, lab.Usagef("--set streams=%s: streams run on the arena, not with --set executor=%s", bc.Streams, bc.Exec)
 		}
 	}
 	p := models.NewParams(mc, seed)
@@ -254,7 +260,7 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 	r.Note("One step is forward, backward and AdamW (lr 1e-3) on one fixed random batch, as the reference's bench mode. allocs_per_step and bytes_allocated_per_step are runtime.MemStats deltas (Mallocs, TotalAlloc) over the timed steps divided by their number; peak_heap_bytes is the largest %s (HeapAlloc) sampled every 2 ms during them.", heapMetric)
 	benchPeak(r, m.StepFlops(), med)
 	if c, ok := m.StreamChoice(); ok {
-		benchStreams(r, c)
+		benchStreams(r, c, streams == models.HalfBatches, mc.Batch)
 	}
 	if profile {
 		if bc.Exec != "arena" {
@@ -270,7 +276,7 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 
 // benchStreams reports what the stream scheduler assigned and, by
 // measurement, chose.
-func benchStreams(r *reports.Report, c arena.StreamChoice) {
+func benchStreams(r *reports.Report, c arena.StreamChoice, halves bool, B int) {
 	r.Metric("streams", c.Chosen)
 	r.Metric("stream_ops", c.Steps[0]+c.Steps[1])
 	r.Metric("stream1_ops", c.Steps[1])
@@ -278,8 +284,12 @@ func benchStreams(r *reports.Report, c arena.StreamChoice) {
 	r.Metric("stream_model_two_ms", c.Assignment.TwoStreams*1e3)
 	r.Metric("arena_bytes_one_stream", c.ArenaOne)
 	r.Metric("arena_bytes_two_streams", c.ArenaTwo)
-	note := fmt.Sprintf("Streams: the scheduler put %d of the step's %d ops on stream 1; from the ops' measured costs it expected %.1f ms on two streams against %.1f on one (the sum of each op alone). The arena: %s on one stream, %s on two.",
-		c.Steps[1], c.Steps[0]+c.Steps[1], c.Assignment.TwoStreams*1e3, c.Assignment.OneStream*1e3, planner.FormatBytes(c.ArenaOne), planner.FormatBytes(c.ArenaTwo))
+	how := "the scheduler put"
+	if halves {
+		how = fmt.Sprintf("the step runs as two halves of its batch (%d sequences each), each half's ops on a stream of its own, and the scheduler placed the ops they share: it put", B/2)
+	}
+	note := fmt.Sprintf("Streams: %s %d of the step's %d ops on stream 1; from the ops' measured costs it expected %.1f ms on two streams against %.1f on one (the sum of each op alone). The arena: %s on one stream, %s on two.",
+		how, c.Steps[1], c.Steps[0]+c.Steps[1], c.Assignment.TwoStreams*1e3, c.Assignment.OneStream*1e3, planner.FormatBytes(c.ArenaOne), planner.FormatBytes(c.ArenaTwo))
 	if c.One > 0 {
 		r.Metric("stream_measured_one_ms", float64(c.One.Microseconds())/1e3)
 		r.Metric("stream_measured_two_ms", float64(c.Two.Microseconds())/1e3)

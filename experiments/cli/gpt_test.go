@@ -383,29 +383,43 @@ func TestGPTLabTarget(t *testing.T) {
 
 // TestBenchTrainStreams: --set streams=2 runs the step on the scheduler's
 // two streams and reports them (ops on each, the arena on one and two);
-// auto also reports the measured runs and which it kept; a bad value, or
-// two streams on the TapeMachine, is exit 2 and one line.
+// halves, and auto for an even batch, run the batch's two halves on a
+// stream each and say so; auto for an odd batch also reports the measured
+// runs and which it kept; a bad value, halves of an odd batch, or two
+// streams on the TapeMachine, is exit 2 and one line.
 func TestBenchTrainStreams(t *testing.T) {
-	for _, s := range []string{"2", "auto"} {
-		code, out, errs := runMain("bench", "train", "--set", "config=tiny", "--steps", "2", "--set", "streams="+s, "--format", "json")
+	for _, tc := range []struct {
+		streams, batch   string
+		measured, halves bool
+	}{
+		{"2", "2", false, false},
+		{"halves", "2", false, true},
+		{"auto", "2", false, true},
+		{"auto", "3", true, false},
+	} {
+		code, out, errs := runMain("bench", "train", "--set", "config=tiny", "--steps", "2", "--set", "streams="+tc.streams,
+			"--set", "batch="+tc.batch, "--format", "json")
 		if code != 0 {
-			t.Fatalf("bench train streams=%s: status %d: %s", s, code, errs)
+			t.Fatalf("bench train streams=%s batch=%s: status %d: %s", tc.streams, tc.batch, code, errs)
 		}
 		m := jsonMetrics(t, out)
 		ops, _ := m["stream_ops"].(float64)
 		chosen, _ := m["streams"].(float64)
 		if ops == 0 || (chosen != 1 && chosen != 2) || !(m["arena_bytes_two_streams"].(float64) > 0) {
-			t.Errorf("streams=%s: metrics %v", s, m)
+			t.Errorf("streams=%s batch=%s: metrics %v", tc.streams, tc.batch, m)
 		}
-		if _, measured := m["stream_measured_two_ms"]; measured != (s == "auto" && m["stream1_ops"].(float64) > 0) {
-			t.Errorf("streams=%s: measured runs reported %v", s, measured)
+		if _, measured := m["stream_measured_two_ms"]; measured != (tc.measured && m["stream1_ops"].(float64) > 0) {
+			t.Errorf("streams=%s batch=%s: measured runs reported %v", tc.streams, tc.batch, measured)
+		}
+		if halves := strings.Contains(out, "two halves of its batch"); halves != (tc.halves && chosen == 2) {
+			t.Errorf("streams=%s batch=%s: a note on the halves %v, want %v", tc.streams, tc.batch, halves, tc.halves)
 		}
 	}
 	// auto, the default, means one stream on the TapeMachine.
 	if code, _, errs := runMain("bench", "train", "--set", "config=tiny", "--steps", "1", "--set", "executor=tape"); code != 0 {
 		t.Errorf("bench train --set executor=tape: exit %d: %s", code, errs)
 	}
-	for _, sets := range [][]string{{"streams=3"}, {"streams=2", "executor=tape"}} {
+	for _, sets := range [][]string{{"streams=3"}, {"streams=2", "executor=tape"}, {"streams=halves", "batch=3"}} {
 		args := []string{"bench", "train", "--set", "config=tiny", "--steps", "1"}
 		for _, s := range sets {
 			args = append(args, "--set", s)

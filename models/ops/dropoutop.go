@@ -22,31 +22,37 @@ type DropoutKey struct{ Seed, Step int64 }
 // DropoutSite is one dropout mask: probability P (in [0, 1)) at the
 // model's place (Layer, Site) (site below 256), keyed by *Key when it is
 // drawn. Its mask over n elements is DropoutMask's for (P, Key.Seed,
-// Key.Step, Layer, Site), row-major.
+// Key.Step, Layer, Site), row-major, from element First on: a tensor
+// holding part of a batch (its later sequences) takes the elements of
+// the whole batch's mask where its values sit in the whole.
 type DropoutSite struct {
 	Key         *DropoutKey
 	P           float64
 	Layer, Site int
+	First       int
 }
 
 func (s DropoutSite) check() error {
-	if s.Key == nil || !(s.P >= 0 && s.P < 1) || s.Site < 0 || s.Site > 255 || s.Layer < 0 {
-		return fmt.Errorf("dropout site %v: want a key, p in [0, 1), a layer ≥ 0 and a site in [0, 256)", s)
+	if s.Key == nil || !(s.P >= 0 && s.P < 1) || s.Site < 0 || s.Site > 255 || s.Layer < 0 || s.First < 0 {
+		return fmt.Errorf("dropout site %v: want a key, p in [0, 1), a layer ≥ 0, a site in [0, 256) and a first element ≥ 0", s)
 	}
 	return nil
 }
 
 func (s DropoutSite) String() string {
+	if s.First > 0 {
+		return fmt.Sprintf("p=%v, layer %d, site %d, from %d", s.P, s.Layer, s.Site, s.First)
+	}
 	return fmt.Sprintf("p=%v, layer %d, site %d", s.P, s.Layer, s.Site)
 }
 
 // mulAt sets dst = x ⊙ m for elements first, first+1, … of the site's
-// mask m under the current key (dst may be x): a product split into
+// mask m (counted from s.First) under the current key (dst may be x): a product split into
 // pieces, by any goroutines, is the whole product.
 func (s DropoutSite) mulAt(dst, x []float32, first int) {
 	// drop when the top 24 bits, as a fraction of 2^24, fall below p.
 	thresh := uint32(s.P * (1 << 24))
-	k := dropoutKey(s.Key.Seed, s.Key.Step, s.Layer, s.Site) + uint64(first)*golden64
+	k := dropoutKey(s.Key.Seed, s.Key.Step, s.Layer, s.Site) + uint64(s.First+first)*golden64
 	vec.DropoutMul(dst, x, k, thresh, float32(1/(1-s.P)))
 }
 

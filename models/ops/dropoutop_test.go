@@ -174,3 +174,31 @@ func testCausalAttendDropout(t *testing.T) {
 		t.Errorf("CausalAttendHeadsDropout accepted a site without a key")
 	}
 }
+
+// TestDropoutSiteFirst: the op at a site starting at element First
+// multiplies by the site's whole mask from that element on, so a tensor
+// holding a batch's later sequences gets their masks in the whole batch
+// (the control: the same part from element 0 differs).
+func TestDropoutSiteFirst(t *testing.T) {
+	const n, first = 3000, 1200
+	key := &DropoutKey{Seed: 2, Step: 9}
+	whole := make([]float32, first+n)
+	DropoutMask(whole, 0.25, key.Seed, key.Step, 1, 3)
+	for _, tc := range []struct {
+		first int
+		want  bool // equal to the whole mask's elements first…
+	}{{first, true}, {0, false}} {
+		ones := arena.Buf{Dtype: arena.F32, F32: make([]float32, n), Shape: tensor.Shape{n}}
+		for i := range ones.F32 {
+			ones.F32[i] = 1
+		}
+		s := DropoutSite{Key: key, P: 0.25, Layer: 1, Site: 3, First: tc.first}
+		runOp(t, dropoutOp{site: s}, ones, ones)
+		if got := slices.Equal(ones.F32, whole[first:]); got != tc.want {
+			t.Errorf("First %d: equal to the whole mask from %d: %v, want %v", tc.first, first, got, tc.want)
+		}
+	}
+	if _, err := Dropout(nil, DropoutSite{Key: key, P: 0.1, First: -1}); err == nil {
+		t.Error("a negative First was accepted")
+	}
+}

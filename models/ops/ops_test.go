@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -11,6 +12,7 @@ import (
 
 	"gptlab/internal/testutil"
 	"gptlab/internal/vec"
+	"gptlab/planner/arena"
 )
 
 // opCase builds one custom op on float64 inputs of the given shapes; the
@@ -339,5 +341,50 @@ func TestFastKernelsMatchReference(t *testing.T) {
 	vec.GELUGrad(fast, x, dy)
 	if d := testutil.MaxAbsDiff(ref, fast); d > 1e-6 {
 		t.Errorf("GELU gradient float32 kernel differs from math.Erf by %g", d)
+	}
+}
+
+// TestCrossEntropyOf: the two halves of a batch, each CrossEntropyOf its
+// rows, add up to CrossEntropy of the whole (to float32 rounding), and
+// their gradients' rows are bitwise the whole's.
+func TestCrossEntropyOf(t *testing.T) {
+	const N, V = 8, 5
+	r := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, N*V)
+	for i := range logits {
+		logits[i] = float32(r.NormFloat64())
+	}
+	tgt := []int{0, 4, 2, 2, 1, 3, 0, 4}
+	buf := func(x []float32, s ...int) arena.Buf {
+		return arena.Buf{Dtype: arena.F32, F32: x, Shape: tensor.Shape(s)}
+	}
+	ints := func(x []int) arena.Buf { return arena.Buf{Dtype: arena.Int, Int: x, Shape: tensor.Shape{len(x)}} }
+	dloss := buf([]float32{0.75}, 1)
+	run := func(op xentOp, rows []int) (float32, []float32) {
+		l := buf(logits[rows[0]*V:rows[1]*V], rows[1]-rows[0], V)
+		tg := ints(tgt[rows[0]:rows[1]])
+		loss := buf(make([]float32, 1), 1)
+		runOp(t, op, loss, l, tg)
+		grad := buf(make([]float32, len(l.F32)), l.Shape...)
+		runOp(t, xentOp{grad: true, of: op.of}, grad, l, tg, dloss)
+		return loss.F32[0], grad.F32
+	}
+	whole, wantGrad := run(xentOp{}, []int{0, N})
+	l0, g0 := run(xentOp{of: N}, []int{0, N / 2})
+	l1, g1 := run(xentOp{of: N}, []int{N / 2, N})
+	if d := math.Abs(float64(l0 + l1 - whole)); d > 1e-6 {
+		t.Errorf("halves' losses %v + %v, whole %v", l0, l1, whole)
+	}
+	if !slices.Equal(math32bits(append(g0, g1...)), math32bits(wantGrad)) {
+		t.Error("the halves' gradient rows differ from the whole batch's")
+	}
+	if l, _ := run(xentOp{}, []int{0, N / 2}); l == l0 { // the control: a half's own mean
+		t.Errorf("CrossEntropy of a half equals its share of the whole's mean: %v", l)
+	}
+	g := G.NewGraph()
+	ln := G.NewMatrix(g, G.Float32, G.WithShape(N, V), G.WithName("logits"))
+	tn := G.NewVector(g, G.Int, G.WithShape(N), G.WithName("targets"))
+	if _, err := CrossEntropyOf(ln, tn, N-1); err == nil {
+		t.Errorf("CrossEntropyOf %d rows as a share of %d was accepted", N, N-1)
 	}
 }

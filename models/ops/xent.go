@@ -25,9 +25,30 @@ func CrossEntropy(logits, targets *G.Node) (*G.Node, error) {
 	return G.ApplyOp(xentOp{}, logits, targets)
 }
 
+// CrossEntropyOf is these rows' share of the mean over n rows: the sum of
+// their -log softmax(row)[target] divided by n (n at least their number).
+// Losses of parts of a batch, each CrossEntropyOf the batch's rows, add up
+// to its mean, and each part's gradient rows are bitwise those of
+// CrossEntropy over the whole batch: (softmax - onehot)*dloss/n.
+func CrossEntropyOf(logits, targets *G.Node, n int) (*G.Node, error) {
+	if rows := logits.Shape(); rows.Dims() != 2 || n < rows[0] {
+		return nil, fmt.Errorf("CrossEntropyOf: logits %v as a share of %d rows", rows, n)
+	}
+	return G.ApplyOp(xentOp{of: n}, logits, targets)
+}
+
 type xentOp struct {
 	opBase
 	grad bool // the backward op: (logits, targets, dloss) -> dlogits
+	of   int  // the mean's rows (CrossEntropyOf); 0: the logits' own
+}
+
+// rows is the number of rows the mean divides by: of, or the N rows read.
+func (op xentOp) rows(N int) int {
+	if op.of > 0 {
+		return op.of
+	}
+	return N
 }
 
 func (op xentOp) Arity() int {
@@ -98,7 +119,7 @@ func (op xentOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	}
 	l := in[0].Data().([]float64)
 	if !op.grad {
-		loss := xentForward(l, t, V)
+		loss := xentForward(l, t, V) * float64(len(t)) / float64(op.rows(len(t)))
 		switch o := out.(type) {
 		case *G.F64:
 			*o = G.F64(loss)
@@ -120,7 +141,7 @@ func (op xentOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	xentBackward(o.Data().([]float64), l, t, V, dloss/float64(len(t)))
+	xentBackward(o.Data().([]float64), l, t, V, dloss/float64(op.rows(len(t))))
 	return o, nil
 }
 
@@ -173,7 +194,7 @@ func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 			for _, v := range losses {
 				total += v
 			}
-			out.F32[0] = float32(total / float64(N))
+			out.F32[0] = float32(total / float64(op.rows(N)))
 		}, nil
 	}
 	if err := checkF32(op.String(), in[2]); err != nil || len(in[2].F32) != 1 {
@@ -189,7 +210,7 @@ func (op xentOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	})
 	return func() {
 		checkTargets(op, t, V)
-		k = float64(dloss[0]) / float64(N)
+		k = float64(dloss[0]) / float64(op.rows(N))
 		split.Run()
 	}, nil
 }
@@ -206,10 +227,14 @@ func checkTargets(op xentOp, t []int, V int) {
 func (op xentOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op xentOp) Hashcode() uint32      { return hashOf(op) }
 func (op xentOp) String() string {
+	s := "CrossEntropy"
 	if op.grad {
-		return "CrossEntropyGrad"
+		s += "Grad"
 	}
-	return "CrossEntropy"
+	if op.of > 0 {
+		s += fmt.Sprintf("{of %d}", op.of)
+	}
+	return s
 }
 func (op xentOp) DiffWRT(n int) []bool {
 	r := make([]bool, n)
@@ -220,7 +245,7 @@ func (op xentOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	if op.grad {
 		return nil, fmt.Errorf("%v is not differentiable", op)
 	}
-	d, err := G.ApplyOp(xentOp{grad: true}, in[0], in[1], grad)
+	d, err := G.ApplyOp(xentOp{grad: true, of: op.of}, in[0], in[1], grad)
 	return G.Nodes{d, nil}, err
 }
 

@@ -183,6 +183,13 @@ const streamSync = 2e-6
 // AssignStreams measures the program's steps (Costs, runs profiled runs
 // each way) and assigns streams from those costs (AssignStreamsFrom).
 func (p *Program) AssignStreams(ctx context.Context, runs int) (StreamChoice, error) {
+	return p.AssignStreamsPinned(ctx, runs, nil)
+}
+
+// AssignStreamsPinned is AssignStreams with the streams of some steps
+// given: step i on stream pin[i] where that is 0 or 1, the scheduler
+// choosing for the rest (-1; all of them when pin is nil).
+func (p *Program) AssignStreamsPinned(ctx context.Context, runs int, pin []int) (StreamChoice, error) {
 	if runs < 1 {
 		return StreamChoice{}, fmt.Errorf("arena: assigning streams from %d runs", runs)
 	}
@@ -193,7 +200,7 @@ func (p *Program) AssignStreams(ctx context.Context, runs int) (StreamChoice, er
 	if err != nil {
 		return StreamChoice{}, err
 	}
-	return p.AssignStreamsFrom(ctx, costs)
+	return p.assignFrom(ctx, costs, pin)
 }
 
 // AssignStreamsFrom lets the stream scheduler assign the program's steps
@@ -202,13 +209,18 @@ func (p *Program) AssignStreams(ctx context.Context, runs int) (StreamChoice, er
 // unless the scheduler put every op on one or the pool has no worker. The
 // program must be on one stream.
 func (p *Program) AssignStreamsFrom(ctx context.Context, costs []planner.Cost) (StreamChoice, error) {
+	return p.assignFrom(ctx, costs, nil)
+}
+
+// assignFrom is AssignStreamsFrom with pinned steps (AssignStreamsPinned).
+func (p *Program) assignFrom(ctx context.Context, costs []planner.Cost, pin []int) (StreamChoice, error) {
 	var c StreamChoice
 	if p.streams.n > 1 {
 		return c, fmt.Errorf("arena: assigning streams to a program already on %d", p.streams.n)
 	}
 	c.ArenaOne, c.ArenaTwo, c.Chosen = p.plan.Peak, p.plan.Peak, 1
 	var err error
-	if c.Assignment, err = p.lifetimes.AssignStreams(costs, streamSync); err != nil {
+	if c.Assignment, err = p.lifetimes.AssignStreamsPinned(costs, streamSync, pin); err != nil {
 		return c, fmt.Errorf("arena: %w", err)
 	}
 	for _, s := range c.Assignment.Streams {
