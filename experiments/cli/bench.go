@@ -286,7 +286,10 @@ func benchStreams(r *reports.Report, c arena.StreamChoice, halves bool, B int) {
 	r.Metric("arena_bytes_two_streams", c.ArenaTwo)
 	how := "the scheduler put"
 	if halves {
-		how = fmt.Sprintf("the step runs as two halves of its batch (%d sequences each), each half's ops on a stream of its own, and the scheduler placed the ops they share: it put", B/2)
+		how = fmt.Sprintf("the step runs as two halves of its batch (%s each), each half's ops on a stream of its own, and the scheduler placed the ops they share: it put", reports.Count(B/2, "sequence"))
+		if c.Chosen == 1 {
+			how = fmt.Sprintf("the step runs as two halves of its batch (%s each), on one stream: the process has one usable CPU. The scheduler would have put", reports.Count(B/2, "sequence"))
+		}
 	}
 	note := fmt.Sprintf("Streams: %s %d of the step's %d ops on stream 1; from the ops' measured costs it expected %.1f ms on two streams against %.1f on one (the sum of each op alone). The arena: %s on one stream, %s on two.",
 		how, c.Steps[1], c.Steps[0]+c.Steps[1], c.Assignment.TwoStreams*1e3, c.Assignment.OneStream*1e3, planner.FormatBytes(c.ArenaOne), planner.FormatBytes(c.ArenaTwo))
