@@ -47,8 +47,8 @@ func (s DropoutSite) String() string {
 }
 
 // mulAt sets dst = x ⊙ m for elements first, first+1, … of the site's
-// mask m (counted from s.First) under the current key (dst may be x): a product split into
-// pieces, by any goroutines, is the whole product.
+// mask m (counted from s.First) under the current key (dst may be x): a
+// product split into pieces, by any goroutines, is the whole product.
 func (s DropoutSite) mulAt(dst, x []float32, first int) {
 	// drop when the top 24 bits, as a fraction of 2^24, fall below p.
 	thresh := uint32(s.P * (1 << 24))

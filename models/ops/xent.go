@@ -119,7 +119,10 @@ func (op xentOp) UsePreallocDo(out G.Value, in ...G.Value) (G.Value, error) {
 	}
 	l := in[0].Data().([]float64)
 	if !op.grad {
-		loss := xentForward(l, t, V) * float64(len(t)) / float64(op.rows(len(t)))
+		loss := xentForward(l, t, V)
+		if op.of > 0 { // the mean over these rows, as a share of of rows
+			loss = loss * float64(len(t)) / float64(op.of)
+		}
 		switch o := out.(type) {
 		case *G.F64:
 			*o = G.F64(loss)
