@@ -381,6 +381,22 @@ func TestCrossEntropyOf(t *testing.T) {
 	if l, _ := run(xentOp{}, []int{0, N / 2}); l == l0 { // the control: a half's own mean
 		t.Errorf("CrossEntropy of a half equals its share of the whole's mean: %v", l)
 	}
+	// float64 (the TapeMachine's values): the halves' shares add up too
+	f64 := func(op xentOp, rows []int) float64 {
+		l := make([]float64, (rows[1]-rows[0])*V)
+		for i := range l {
+			l[i] = float64(logits[rows[0]*V+i])
+		}
+		out, err := op.Do(tensor.New(tensor.WithShape(rows[1]-rows[0], V), tensor.WithBacking(l)),
+			tensor.New(tensor.WithShape(rows[1]-rows[0]), tensor.WithBacking(slices.Clone(tgt[rows[0]:rows[1]]))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Data().([]float64)[0]
+	}
+	if w, h := f64(xentOp{}, []int{0, N}), f64(xentOp{of: N}, []int{0, N / 2})+f64(xentOp{of: N}, []int{N / 2, N}); math.Abs(w-h) > 1e-12 {
+		t.Errorf("float64: halves' losses add up to %v, whole %v", h, w)
+	}
 	g := G.NewGraph()
 	ln := G.NewMatrix(g, G.Float32, G.WithShape(N, V), G.WithName("logits"))
 	tn := G.NewVector(g, G.Int, G.WithShape(N), G.WithName("targets"))
