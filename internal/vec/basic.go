@@ -65,26 +65,27 @@ func AccumF64(acc []float64, x []float32) {
 // down the rows (a column sum of a matrix is one call). It panics if x
 // does not hold the rows or ldx < len(acc) for more than one row.
 func AccumRowsF64(acc []float64, x []float32, rows, ldx int) {
-	if rows < 0 || (rows > 1 && ldx < len(acc)) || (rows > 0 && len(x) < (rows-1)*ldx+len(acc)) {
-		panic(fmt.Sprintf("vec.AccumRowsF64: %d rows of %d at stride %d, len(x) = %d", rows, len(acc), ldx, len(x)))
+	if checkAccumRows("AccumRowsF64", len(acc), len(x), rows, ldx) {
+		accumRowsF64(acc, x, rows, ldx)
 	}
-	if rows == 0 || len(acc) == 0 {
-		return
+}
+
+// checkAccumRows panics unless x (lenX values) holds rows rows of n at
+// stride ldx, and reports whether there is anything to add.
+func checkAccumRows(name string, n, lenX, rows, ldx int) bool {
+	if rows < 0 || (rows > 1 && ldx < n) || (rows > 0 && lenX < (rows-1)*ldx+n) {
+		panic(fmt.Sprintf("vec.%s: %d rows of %d at stride %d, len(x) = %d", name, rows, n, ldx, lenX))
 	}
-	accumRowsF64(acc, x, rows, ldx)
+	return rows > 0 && n > 0
 }
 
 // AccumRowsBF16F64 is AccumRowsF64 on rows of bf16 bits, each widened
 // exactly to float32 (its bits above 16 zero bits) before it is added:
 // bitwise AccumRowsF64 on the rows' cast up, with no float32 copy made.
 func AccumRowsBF16F64(acc []float64, x []uint16, rows, ldx int) {
-	if rows < 0 || (rows > 1 && ldx < len(acc)) || (rows > 0 && len(x) < (rows-1)*ldx+len(acc)) {
-		panic(fmt.Sprintf("vec.AccumRowsBF16F64: %d rows of %d at stride %d, len(x) = %d", rows, len(acc), ldx, len(x)))
+	if checkAccumRows("AccumRowsBF16F64", len(acc), len(x), rows, ldx) {
+		accumRowsBF16F64(acc, x, rows, ldx)
 	}
-	if rows == 0 || len(acc) == 0 {
-		return
-	}
-	accumRowsBF16F64(acc, x, rows, ldx)
 }
 
 // AdamW holds the scalars of one AdamW step, all float32 (the caller
