@@ -14,14 +14,20 @@ func Workers() int { return ensureWorkers(runtime.GOMAXPROCS(0) - 1) }
 
 // spinFor is how long a worker that has just run a task keeps polling the
 // queue on the processor before it naps (see idleFor), and a waiting
-// caller before it naps (Latch). A parked or sleeping worker's wake-up
-// goes through the operating system (and on a virtual machine through the
-// hypervisor): it was measured at a few hundred microseconds on a 2-vCPU
-// machine here, longer than a chunk of most products, so with workers
-// parked on a channel a second core took about a quarter of a 768×512×128
-// product's chunks and bought 1.05-1.3x. A training step offers work every
-// few tens of microseconds, so a spinning worker catches the next task.
-const spinFor = 200 * time.Microsecond
+// caller or stream before it naps (Latch, Await). A parked or sleeping
+// worker's wake-up goes through the operating system (and on a virtual
+// machine through the hypervisor): it was measured at a few hundred
+// microseconds on a 2-vCPU machine here, longer than a chunk of most
+// products, so with workers parked on a channel a second core took about
+// a quarter of a 768×512×128 product's chunks and bought 1.05-1.3x. A
+// training step offers work every few tens of microseconds, so a spinning
+// worker catches the next task. The naps after the spin double, so a wait
+// that outlasts the spin wakes up to twice late: a stream of a halved
+// step waits 0.3-1.4 ms for the other at the loss and at the end (the
+// baby step's timelines), and with 200 µs of spin its step took 1.03x
+// the time it takes with 2 ms, under f32 and bf16 alike (medians of 8
+// farm-bench pairs on a 2-vCPU Zen 5).
+const spinFor = 2 * time.Millisecond
 
 // task is work offered to the pool: a worker that receives it calls
 // RunTask once. An offered task may be received late, after its caller
