@@ -12,6 +12,13 @@ import "golang.org/x/sys/cpu"
 // Tests clear it to run the public API on the fallbacks.
 var basicAVX2 = cpu.X86.HasAVX2
 
+// accumZ reports whether, with basicAVX2, the column sums (AccumRowsF64,
+// AccumRowsBF16F64) run their AVX-512 kernels: the AVX2 kernels' bits,
+// with 16 ZMM of sums down the rows against 8 YMM. x/sys/cpu reports
+// AVX-512F only when the OS saves the ZMM registers. Tests clear it to
+// run the AVX2 kernels.
+var accumZ = cpu.X86.HasAVX512F
+
 // basicSplit is the number of leading elements of an n-element op the
 // kernel handles (a multiple of group, or 0 without the kernels); the
 // fallback does the rest.
@@ -67,28 +74,45 @@ func accumF64(acc []float64, x []float32) {
 	accumF64Go(acc[n:], x[n:])
 }
 
-// accumRowsF64 runs accumRowsF64AVX2 over groups of 4 columns and
-// accumRowsF64Go over the rest.
+// accumRowsF64 runs accumRowsF64AVX512 over groups of 8 columns (with
+// accumZ), accumRowsF64AVX2 over groups of 4 of the rest and
+// accumRowsF64Go over what remains.
 func accumRowsF64(acc []float64, x []float32, rows, ldx int) {
-	n := basicSplit(len(acc), 4)
-	if n > 0 {
-		accumRowsF64AVX2(&acc[0], &x[0], n, rows, ldx)
+	z, n := accumSplit(len(acc))
+	if z > 0 {
+		accumRowsF64AVX512(&acc[0], &x[0], z, rows, ldx)
+	}
+	if n > z {
+		accumRowsF64AVX2(&acc[z], &x[z], n-z, rows, ldx)
 	}
 	if n < len(acc) {
 		accumRowsF64Go(acc[n:], x[n:], rows, ldx)
 	}
 }
 
-// accumRowsBF16F64 runs accumRowsBF16F64AVX2 over groups of 4 columns
-// and accumRowsBF16F64Go over the rest.
+// accumRowsBF16F64 is accumRowsF64 on bf16 bits, kernel for kernel.
 func accumRowsBF16F64(acc []float64, x []uint16, rows, ldx int) {
-	n := basicSplit(len(acc), 4)
-	if n > 0 {
-		accumRowsBF16F64AVX2(&acc[0], &x[0], n, rows, ldx)
+	z, n := accumSplit(len(acc))
+	if z > 0 {
+		accumRowsBF16F64AVX512(&acc[0], &x[0], z, rows, ldx)
+	}
+	if n > z {
+		accumRowsBF16F64AVX2(&acc[z], &x[z], n-z, rows, ldx)
 	}
 	if n < len(acc) {
 		accumRowsBF16F64Go(acc[n:], x[n:], rows, ldx)
 	}
+}
+
+// accumSplit returns the leading columns of an n-column sum the AVX-512
+// kernel takes (z, a multiple of 8) and, after them, those the AVX2
+// kernel takes up to n (a multiple of 4 beyond z); the fallback does the
+// rest.
+func accumSplit(columns int) (z, n int) {
+	if accumZ && basicAVX2 {
+		z = columns &^ 7
+	}
+	return z, z + basicSplit(columns-z, 4)
 }
 
 // adamw runs adamwAVX2 over the whole vectors and adamwGo over the rest.

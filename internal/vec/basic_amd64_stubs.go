@@ -34,6 +34,16 @@ func accumRowsF64AVX2(acc *float64, x *float32, n int, rows int, ldx int)
 //go:noescape
 func accumRowsBF16F64AVX2(acc *float64, x *uint16, n int, rows int, ldx int)
 
+// accumRowsF64AVX512 sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of 8).
+//
+//go:noescape
+func accumRowsF64AVX512(acc *float64, x *float32, n int, rows int, ldx int)
+
+// accumRowsBF16F64AVX512 sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of 8).
+//
+//go:noescape
+func accumRowsBF16F64AVX512(acc *float64, x *uint16, n int, rows int, ldx int)
+
 // adamwAVX2 applies one AdamW step to w, grad, m, v[:n] (n a multiple of 8); see AdamW.Update.
 //
 //go:noescape

@@ -1,6 +1,8 @@
 package vec
 
 import (
+	"fmt"
+	"math"
 	"testing"
 
 	"gptlab/internal/testutil"
@@ -73,4 +75,47 @@ func BenchmarkAdamWUpdate(b *testing.B) {
 	// The same state is updated again and again; its values stay finite
 	// for the benchmark's few thousand steps at lr 1e-3.
 	benchPair(b, (4+3)*4*n, func() { s.Update(st.w, st.g, st.m, st.v) }, func() { adamwGo(&s, st.w, st.g, st.m, st.v) })
+}
+
+// BenchmarkAccumRows sums the columns of a bias gradient of the baby
+// step's halves (384 rows of 64 and 128 columns: a column block of the
+// ColSum op) in float64, f32 and bf16 rows, on the AVX-512 kernels
+// ("avx512", where the CPU has them), the AVX2 kernels and the fallback.
+func BenchmarkAccumRows(b *testing.B) {
+	testutil.SkipSpeedEmulated(b)
+	for _, cols := range []int{64, 128} {
+		const rows = 384
+		r := basicRand(5)
+		x := basicData(r, rows*cols, false)
+		x16 := make([]uint16, len(x))
+		for i, v := range x {
+			x16[i] = uint16(math.Float32bits(v) >> 16)
+		}
+		acc := make([]float64, cols)
+		for _, in := range []struct {
+			name        string
+			bytes       int64
+			kernel, fbk func()
+		}{
+			{"f32", 4 * rows * int64(cols), func() { AccumRowsF64(acc, x, rows, cols) }, func() { accumRowsF64Go(acc, x, rows, cols) }},
+			{"bf16", 2 * rows * int64(cols), func() { AccumRowsBF16F64(acc, x16, rows, cols) }, func() { accumRowsBF16F64Go(acc, x16, rows, cols) }},
+		} {
+			b.Run(fmt.Sprintf("%s/%dx%d", in.name, rows, cols), func(b *testing.B) {
+				b.Run("avx512", func(b *testing.B) {
+					if !accumZ || !basicAVX2 {
+						b.Skip("no AVX-512 column sums on this CPU/build")
+					}
+					b.ReportAllocs()
+					b.SetBytes(in.bytes)
+					for b.Loop() {
+						in.kernel()
+					}
+				})
+				saved := accumZ
+				accumZ = false
+				defer func() { accumZ = saved }()
+				benchPair(b, in.bytes, in.kernel, in.fbk)
+			})
+		}
+	}
 }

@@ -5,6 +5,9 @@ package vec
 // basicAVX2 is false: this build has no assembly kernels.
 var basicAVX2 = false
 
+// accumZ is false: this build has no AVX-512 column sums.
+var accumZ = false
+
 func add(dst, a, b []float32) { addGo(dst, a, b) }
 
 func mul(dst, a, b []float32) { mulGo(dst, a, b) }

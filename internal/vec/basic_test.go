@@ -245,8 +245,8 @@ func TestAccumF64(t *testing.T) {
 // AccumF64 row by row (AccumRowsF64), and of bf16 bits bitwise that of
 // their cast up (AccumRowsBF16F64, on bits of every kind: normals,
 // subnormals, infinities, NaNs), on every path, for widths across the
-// kernels' 32- and 4-column groups and the tail, and that acc past its
-// length is untouched.
+// kernels' groups (AVX-512: 128, 64 and 8 columns; AVX2: 32 and 4) and
+// the tail, and that acc past its length is untouched.
 func TestAccumRows(t *testing.T) {
 	for _, n := range basicLengths {
 		for _, rows := range []int{0, 1, 3, 17} {
@@ -291,6 +291,17 @@ func TestAccumRows(t *testing.T) {
 				check("accumRowsBF16F64Go", run16(accumRowsBF16F64Go), want16)
 				t.Run("avx2", func(t *testing.T) {
 					basicNeedAVX2(t)
+					saved := accumZ
+					accumZ = false
+					defer func() { accumZ = saved }()
+					check("AccumRowsF64", run(AccumRowsF64), want)
+					check("AccumRowsBF16F64", run16(AccumRowsBF16F64), want16)
+				})
+				t.Run("avx512", func(t *testing.T) {
+					basicNeedAVX2(t)
+					if !accumZ {
+						t.Skip("no AVX-512 column sums on this CPU/build")
+					}
 					check("AccumRowsF64", run(AccumRowsF64), want)
 					check("AccumRowsBF16F64", run16(AccumRowsBF16F64), want16)
 				})

@@ -1,6 +1,7 @@
 // Command basic generates the AVX2 kernels of package vec's basic
 // elementwise ops (Add, Mul, AddRow, AccumF64, AccumRowsF64,
-// AccumRowsBF16F64, AdamW.Update) with avo
+// AccumRowsBF16F64, AdamW.Update), and AVX-512 ones of the two column
+// sums (AccumRowsF64, AccumRowsBF16F64), with avo
 // (github.com/mmcloughlin/avo). It lives in the module internal/vec/asm so
 // that the main module does not depend on avo; `go generate` in
 // internal/vec runs it:
@@ -8,7 +9,7 @@
 //	go run -C asm/basic . -out ../../basic_amd64.s -stubs ../../basic_amd64_stubs.go -pkg vec
 //
 // The kernels handle whole vectors only (n a multiple of 8, or of 4 for
-// accumF64AVX2); the Go side runs the remaining elements through the
+// accumF64AVX2 and the AVX2 column sums); the Go side runs the remaining elements through the
 // pure-Go fallbacks, which perform the same IEEE operations in the same
 // order. No kernel uses a fused multiply-add: every product is rounded to
 // float32 before the sum, so the results are bitwise those of the Go code.
@@ -28,8 +29,10 @@ func main() {
 	genBinary("mul", "·", VMULPS)
 	genAddRow()
 	genAccumF64()
-	genAccumRows(false)
-	genAccumRows(true)
+	genAccumRows(false, false)
+	genAccumRows(true, false)
+	genAccumRows(false, true)
+	genAccumRows(true, true)
 	genAdamW()
 	Generate()
 }
@@ -140,33 +143,43 @@ func genAddRow() {
 // order, for i < n (n a multiple of 4). Columns go 32 at a time (eight YMM
 // of float64 sums kept in registers down the rows), then 4 at a time;
 // each sum takes the rows in order, as accumF64AVX2 row by row would, so
-// the bits are those of that loop on x's float32 values.
-func genAccumRows(bf16 bool) {
-	name, elem, size, prefix := "accumRowsF64AVX2", "float32", 4, "accrows"
+// the bits are those of that loop on x's float32 values. With wide, the
+// kernels are the AVX-512 ones (accumRowsF64AVX512,
+// accumRowsBF16F64AVX512; AVX-512F): the same sums, 8 values a vector,
+// columns 128 at a time (16 ZMM of sums), then 64, then 8 (n a multiple
+// of 8).
+func genAccumRows(bf16, wide bool) {
+	name, elem, size, prefix := "accumRowsF64", "float32", 4, "accrows"
 	if bf16 {
-		name, elem, size, prefix = "accumRowsBF16F64AVX2", "uint16", 2, "accrows16_"
+		name, elem, size, prefix = "accumRowsBF16F64", "uint16", 2, "accrows16_"
 	}
+	isa, per, widths, vec, half := "AVX2", 4, []int{32, 4}, YMM, reg.VecVirtual.AsX
+	if wide {
+		isa, per, widths, vec, half = "AVX512", 8, []int{128, 64, 8}, ZMM, reg.VecVirtual.AsY
+		prefix = "z" + prefix
+	}
+	name += isa
 	TEXT(name, NOSPLIT, "func(acc *float64, x *"+elem+", n, rows, ldx int)")
 	Pragma("noescape")
-	Doc(name + " sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of 4).")
+	Doc(fmt.Sprintf("%s sets acc[i] += float64(x[r*ldx+i]) for r < rows in order, i < n (n a multiple of %d).", name, per))
 	acc := Load(Param("acc"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
 	rows := Load(Param("rows"), GP64())
 	ldx := Load(Param("ldx"), GP64())
 	SHLQ(Imm(uint64(size/2)), ldx) // bytes per row of x
-	t := []reg.VecVirtual{YMM(), YMM()}
-	for _, w := range []int{32, 4} {
+	t := []reg.VecVirtual{vec(), vec()}
+	for _, w := range widths {
 		label := fmt.Sprintf("%s%d", prefix, w)
-		sums := make([]reg.VecVirtual, w/4)
+		sums := make([]reg.VecVirtual, w/per)
 		for u := range sums {
-			sums[u] = YMM()
+			sums[u] = vec()
 		}
 		Label(label + "_cols")
 		CMPQ(n, U32(w))
 		JB(LabelRef(label + "_done"))
 		for u, v := range sums {
-			VMOVUPD(Mem{Base: acc, Disp: u * vecBytes}, v)
+			VMOVUPD(Mem{Base: acc, Disp: u * per * 8}, v)
 		}
 		p, r := GP64(), GP64()
 		MOVQ(x, p)
@@ -175,22 +188,23 @@ func genAccumRows(bf16 bool) {
 		JZ(LabelRef(label + "_store"))
 		Label(label + "_row")
 		for u, v := range sums {
-			src := Mem{Base: p, Disp: u * 4 * size} // 4 values a sum
+			src := Mem{Base: p, Disp: u * per * size} // per values a sum
+			tu := t[u%2]
 			if bf16 {
-				VPMOVZXWD(src, t[u%2].AsX())
-				VPSLLD(Imm(16), t[u%2].AsX(), t[u%2].AsX())
-				VCVTPS2PD(t[u%2].AsX(), t[u%2])
+				VPMOVZXWD(src, half(tu))
+				VPSLLD(Imm(16), half(tu), half(tu))
+				VCVTPS2PD(half(tu), tu)
 			} else {
-				VCVTPS2PD(src, t[u%2])
+				VCVTPS2PD(src, tu)
 			}
-			VADDPD(t[u%2], v, v)
+			VADDPD(tu, v, v)
 		}
 		ADDQ(ldx, p)
 		DECQ(r)
 		JNZ(LabelRef(label + "_row"))
 		Label(label + "_store")
 		for u, v := range sums {
-			VMOVUPD(v, Mem{Base: acc, Disp: u * vecBytes})
+			VMOVUPD(v, Mem{Base: acc, Disp: u * per * 8})
 		}
 		ADDQ(U32(w*8), acc)
 		ADDQ(U32(w*size), x)
