@@ -5,10 +5,10 @@ package vec
 import "testing"
 
 // On arm64 the GELU, LayerNorm and softmax primitives run their NEON
-// kernels (the basic ops and dropout have none), so the tests that
+// kernels (the basic ops, the column sums and dropout have none), so the tests that
 // compare "the kernels" with the fallbacks compare NEON.
 func TestKernelNEON(t *testing.T) {
-	if got, want := Kernel(), "basic go, gelu neon, norm neon, softmax neon, dropout go"; got != want {
+	if got, want := Kernel(), "basic go, sums go, gelu neon, norm neon, softmax neon, dropout go"; got != want {
 		t.Errorf("Kernel() = %q, want %q", got, want)
 	}
 	if ims := geluImpls(); len(ims) != 2 || ims[0].name != "neon" {
