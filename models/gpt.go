@@ -3,6 +3,7 @@ package models
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"gptlab/models/ops"
 	"gptlab/planner/arena"
@@ -247,15 +248,25 @@ func (m *Model) setGrads(n *builder, grads [][]*G.Node, counts []int) error {
 	m.wrt, _ = n.paramNodes()
 	m.grads = make([]gradParts, len(counts))
 	m.joined = make([][]float32, len(counts))
-	for i, c := range counts {
-		m.grads[i] = gradParts{nodes: grads[i]}
+	for i := range counts {
+		name := m.params.Names()[i]
+		var nodes []*G.Node // each once: a schedule's recomputation reads a parameter's nodes again
+		size := 0
 		for _, g := range grads[i] {
 			if g == nil {
-				return fmt.Errorf("gradients: the loss does not depend on %s", m.params.Names()[i])
+				return fmt.Errorf("gradients: the loss does not depend on %s", name)
+			}
+			if !slices.Contains(nodes, g) {
+				nodes = append(nodes, g)
+				size += g.Shape().TotalSize()
 			}
 		}
-		if c > 1 {
-			m.joined[i] = make([]float32, len(m.params.Slice(m.params.Names()[i])))
+		if want := len(m.params.Slice(name)); size != want {
+			return fmt.Errorf("gradients: %d values of %s's gradient, want %d", size, name, want)
+		}
+		m.grads[i] = gradParts{nodes: nodes}
+		if len(nodes) > 1 {
+			m.joined[i] = make([]float32, len(m.params.Slice(name)))
 		}
 	}
 	return nil
