@@ -1,11 +1,14 @@
 package models
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"gptlab/internal/par"
 	"gptlab/internal/testutil"
+	"gptlab/precision"
 )
 
 // adamwScalar is torch's AdamW for one scalar parameter, written
@@ -209,5 +212,90 @@ func TestAdamWShardsEqualTheWhole(t *testing.T) {
 	}
 	if _, err := NewAdamWShard(whole, cfg2, 5, n+1); err == nil {
 		t.Error("a shard past the end: no error")
+	}
+}
+
+// TestAdamWStepReadsInPlace: Step, which reads the gradients where the
+// model's step left them (c_attn's as three row blocks), gives bitwise the
+// parameters and moments of StepFlat on Gradients' copy, step after step,
+// and the same norm to float64 rounding: on one stream and on halves,
+// under f32 and bf16, under a checkpointing schedule (whose recomputation
+// reads c_attn's blocks again), and on baby, whose update is split across
+// the pool with rows that cross parameters. Negative control: c_attn's q
+// and k blocks read in each other's place change the parameters.
+func TestAdamWStepReadsInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		preset, policy string
+		streams        Streams
+		checkpointed   bool
+	}{
+		{"tiny", "f32", OneStream, false},
+		{"tiny", "bf16", HalfBatches, false},
+		{"tiny", "f32", OneStream, true},
+		{"baby", "f32", OneStream, false},
+	} {
+		t.Run(fmt.Sprintf("%s/%s/checkpointed=%v", tc.preset, tc.policy, tc.checkpointed), func(t *testing.T) {
+			cfg, _ := Preset(tc.preset)
+			pol, err := precision.ParsePolicy(tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := []ModelOption{WithPrecision(pol), WithStreams(tc.streams)}
+			if tc.checkpointed {
+				keep, err := CheckpointStepSchedule(cfg, []int{1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts = append(opts, WithStepSchedule(keep))
+			}
+			build := func() (*Model, *AdamW) {
+				p := NewParams(cfg, 5)
+				m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, NewAdamW(p, DefaultAdamW())
+			}
+			inPlace, a := build()
+			copied, b := build()
+			swapped, c := build()
+			for step := range 3 {
+				idx, tgt := randomBatch(cfg, cfg.Batch, cfg.Block, uint64(step))
+				for _, m := range []*Model{inPlace, copied, swapped} {
+					if _, err := m.Step(idx, tgt); err != nil {
+						t.Fatal(err)
+					}
+				}
+				na, err := a.Step(inPlace, 1e-3)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := b.Gradients(copied)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nb, _ := b.StepFlat(g, 1e-3)
+				if math.Abs(na-nb) > 1e-12*nb {
+					t.Errorf("step %d: norm %v, StepFlat's %v", step, na, nb)
+				}
+				if err := c.gradParts(swapped); err != nil {
+					t.Fatal(err)
+				}
+				i, ok := swapped.params.index["transformer.h.0.attn.c_attn.weight"]
+				if parts := c.parts[i]; !ok || len(parts) != 3 {
+					t.Fatalf("c_attn's gradient in %d pieces (parameter found: %v), want 3", len(c.parts[i]), ok)
+				}
+				c.parts[i][0], c.parts[i][1] = c.parts[i][1], c.parts[i][0]
+				c.stepParts(1e-3)
+			}
+			ma, va, _ := a.State()
+			mb, vb, _ := b.State()
+			if !slices.Equal(inPlace.params.Data(), copied.params.Data()) || !slices.Equal(ma, mb) || !slices.Equal(va, vb) {
+				t.Errorf("Step in place differs from StepFlat on the copy")
+			}
+			if slices.Equal(swapped.params.Data(), copied.params.Data()) {
+				t.Errorf("control: c_attn's q and k blocks swapped left the parameters unchanged")
+			}
+		})
 	}
 }

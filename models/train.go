@@ -260,28 +260,41 @@ func (t *Trainer) TrainStep() (float32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("step %d: %w", t.step, err)
 	}
-	grad, err := t.Opt.Gradients(t.model)
-	if err != nil {
+	if err := t.update(); err != nil {
 		return 0, fmt.Errorf("step %d: %w", t.step, err)
-	}
-	if t.GradHook != nil {
-		if err := t.GradHook(t.step, grad); err != nil {
-			return 0, fmt.Errorf("step %d: gradient hook: %w", t.step, err)
-		}
-	}
-	skip := false
-	if t.scaler != nil {
-		t.scaler.Unscale(grad)
-		skip = t.scaler.Update()
-	}
-	if !skip {
-		if _, err := t.Opt.StepFlat(grad, t.Cfg.Schedule().At(t.step)); err != nil {
-			return 0, fmt.Errorf("step %d: %w", t.step, err)
-		}
 	}
 	t.step++
 	t.Losses = append(t.Losses, loss)
 	return loss, nil
+}
+
+// update applies the step's AdamW update: with nothing to read or change
+// the gradients first (no GradHook, no loss scaling), AdamW.Step reads
+// them where the step left them; else on Gradients' copy, after the hook
+// and the scaler's unscaling and check.
+func (t *Trainer) update() error {
+	lr := t.Cfg.Schedule().At(t.step)
+	if t.GradHook == nil && t.scaler == nil {
+		_, err := t.Opt.Step(t.model, lr)
+		return err
+	}
+	grad, err := t.Opt.Gradients(t.model)
+	if err != nil {
+		return err
+	}
+	if t.GradHook != nil {
+		if err := t.GradHook(t.step, grad); err != nil {
+			return fmt.Errorf("gradient hook: %w", err)
+		}
+	}
+	if t.scaler != nil {
+		t.scaler.Unscale(grad)
+		if t.scaler.Update() {
+			return nil // an Inf or NaN: no update
+		}
+	}
+	_, err = t.Opt.StepFlat(grad, lr)
+	return err
 }
 
 // ValBatches calls f with each of the fixed validation batches, (B, T)
