@@ -42,7 +42,8 @@ const (
 	// HalfBatches cuts a training step into two halves of its batch (B
 	// even: the first B/2 sequences and the last), each through every
 	// layer on a stream of its own; the scheduler places the ops the
-	// halves share (halves.go). The logits and dropout masks are bitwise
+	// halves share (halves.go) on the cost model's costs (DefaultCost),
+	// so the same way on every run. The logits and dropout masks are bitwise
 	// those of the whole-batch step; the loss and the gradients of the
 	// weights and biases add the halves' sums, so they differ from the
 	// whole batch's by float32 rounding. The halved step gives the same
@@ -56,7 +57,8 @@ const streamRuns = 5
 
 // WithStreams runs a training or evaluation model's graph on the streams
 // s says. Assigning two streams runs the graph 2·streamRuns times when the
-// model is made (3·streamRuns by measurement), on the tokens bound then;
+// model is made (3·streamRuns by measurement, none for HalfBatches), on
+// the tokens bound then;
 // the graph must have no effect but its outputs (not WithRunningMean).
 // Results are bitwise those of one stream.
 func WithStreams(s Streams) ModelOption { return func(o *modelOptions) { o.streams = s } }
@@ -126,7 +128,10 @@ func newExecutorPinned(g *G.ExprGraph, retain G.Nodes, o modelOptions, pins func
 		if pins == nil {
 			return nil, fmt.Errorf("%w: streams of half batches are for a training model's step", ErrConfig)
 		}
-		e.streams, err = prog.AssignStreamsPinned(ctx, streamRuns, pins(prog))
+		var costs []planner.Cost
+		if costs, err = streamCosts(prog, g, DefaultCost, halvesSplit); err == nil {
+			e.streams, err = prog.AssignStreamsFromPinned(ctx, costs, pins(prog))
+		}
 	default:
 		return nil, fmt.Errorf("%w: streams %d", ErrConfig, o.streams)
 	}
@@ -180,3 +185,11 @@ func (m *Model) Arena() *arena.Program {
 	}
 	return nil
 }
+
+// halvesSplit is what the cost model takes a kernel to gain from both
+// cores when HalfBatches places the ops its halves share (the arena lab's
+// figure): on costs from the model, not the clock, the placement and the
+// arena are the same on every run. Measured costs moved one op of baby's
+// f32 step (the loss's add) from build to build, and with it the arena
+// between 35.4 and 46.5 MB (3 of 8 builds), for no measurable speed.
+const halvesSplit = 1.6

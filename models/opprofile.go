@@ -77,11 +77,16 @@ func (m *Model) StreamCosts(c CostModel, split float64) ([]planner.Cost, error) 
 	if p == nil {
 		return nil, fmt.Errorf("%w: stream costs need the arena executor", ErrConfig)
 	}
+	return streamCosts(p, m.g, c, split)
+}
+
+// streamCosts is StreamCosts of program p, compiled from graph g.
+func streamCosts(p *arena.Program, g *G.ExprGraph, c CostModel, split float64) ([]planner.Cost, error) {
 	if !(split >= 1) {
 		return nil, fmt.Errorf("%w: a split gain of %v; want at least 1", ErrConfig, split)
 	}
 	costs := make([]planner.Cost, p.Steps())
-	for _, n := range m.g.AllNodes() {
+	for _, n := range g.AllNodes() {
 		if s, ok := p.RunsOp(n); ok && n.Op() != nil {
 			shared := c.Node(n)
 			costs[s] = planner.Cost{Alone: shared / split, Shared: shared}

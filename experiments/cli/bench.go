@@ -291,8 +291,12 @@ func benchStreams(r *reports.Report, c arena.StreamChoice, halves bool, B int) {
 			how = fmt.Sprintf("the step runs as two halves of its batch (%s each), on one stream: the process has one usable CPU. The scheduler would have put", reports.Count(B/2, "sequence"))
 		}
 	}
-	note := fmt.Sprintf("Streams: %s %d of the step's %d ops on stream 1; from the ops' measured costs it expected %.1f ms on two streams against %.1f on one (the sum of each op alone). The arena: %s on one stream, %s on two.",
-		how, c.Steps[1], c.Steps[0]+c.Steps[1], c.Assignment.TwoStreams*1e3, c.Assignment.OneStream*1e3, planner.FormatBytes(c.ArenaOne), planner.FormatBytes(c.ArenaTwo))
+	costs := "the ops' measured costs"
+	if halves {
+		costs = "the cost model's costs of the ops (the same on every run)"
+	}
+	note := fmt.Sprintf("Streams: %s %d of the step's %d ops on stream 1; from %s it expected %.1f ms on two streams against %.1f on one (the sum of each op alone). The arena: %s on one stream, %s on two.",
+		how, c.Steps[1], c.Steps[0]+c.Steps[1], costs, c.Assignment.TwoStreams*1e3, c.Assignment.OneStream*1e3, planner.FormatBytes(c.ArenaOne), planner.FormatBytes(c.ArenaTwo))
 	if c.One > 0 {
 		r.Metric("stream_measured_one_ms", float64(c.One.Microseconds())/1e3)
 		r.Metric("stream_measured_two_ms", float64(c.Two.Microseconds())/1e3)

@@ -212,6 +212,12 @@ func (p *Program) AssignStreamsFrom(ctx context.Context, costs []planner.Cost) (
 	return p.assignFrom(ctx, costs, nil)
 }
 
+// AssignStreamsFromPinned is AssignStreamsFrom with the streams of some
+// steps given, as AssignStreamsPinned takes them.
+func (p *Program) AssignStreamsFromPinned(ctx context.Context, costs []planner.Cost, pin []int) (StreamChoice, error) {
+	return p.assignFrom(ctx, costs, pin)
+}
+
 // assignFrom is AssignStreamsFrom with pinned steps (AssignStreamsPinned).
 func (p *Program) assignFrom(ctx context.Context, costs []planner.Cost, pin []int) (StreamChoice, error) {
 	var c StreamChoice
