@@ -20,6 +20,12 @@ const (
 	// EnvJob names the job; the launcher sets it so its shared-memory
 	// files carry a name the launcher can sweep.
 	EnvJob = "GPTLAB_JOB"
+	// EnvMasterFD is the descriptor of rank 0's rendezvous listener when
+	// the launcher chose the port: it listens before it starts rank 0 and
+	// hands the listener down, so no other process can take the port in
+	// between (a port found free, closed and bound again by rank 0 was
+	// once taken by a concurrent test: "address already in use").
+	EnvMasterFD = "GPTLAB_MASTER_FD"
 )
 
 // Env is where a rank sits in its job: torchrun's variables.

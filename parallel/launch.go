@@ -120,13 +120,25 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		return fmt.Errorf("launch: world size %d is smaller than --nproc %d", world, cfg.NProc)
 	}
 	master := cfg.Master
+	var held *os.File // rank 0's rendezvous listener, handed down (EnvMasterFD)
 	if master == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("launch: finding a free port: %w", err)
 		}
 		master = ln.Addr().String()
+		if runtime.GOOS != "windows" { // no ExtraFiles there: rank 0 binds the port again
+			held, err = ln.(*net.TCPListener).File()
+		}
 		ln.Close()
+		if err != nil {
+			return fmt.Errorf("launch: the rendezvous listener: %w", err)
+		}
+		defer func() {
+			if held != nil {
+				held.Close()
+			}
+		}()
 	}
 	host, port, err := net.SplitHostPort(master)
 	if err != nil {
@@ -182,6 +194,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 		if cfg.Deadline > 0 {
 			cmd.Env = append(cmd.Env, EnvDeadline+"="+cfg.Deadline.String())
 		}
+		cmd.Env = append(cmd.Env, EnvMasterFD+"=") // none inherited
+		if r == 0 && held != nil {
+			cmd.ExtraFiles = []*os.File{held}
+			cmd.Env = append(cmd.Env, EnvMasterFD+"=3") // ExtraFiles[0]
+		}
 		if procs := rankProcs(cfg.NProc, cmd.Env); procs > 0 {
 			cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(procs))
 		}
@@ -205,6 +222,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) error {
 			w.cmd = cmd
 		}
 		mu.Unlock()
+		if cmd.ExtraFiles != nil { // rank 0 holds the rendezvous listener now
+			held.Close()
+			held = nil
+		}
 		if err != nil {
 			abandon()
 			log.end(false)

@@ -4,6 +4,7 @@ package parallel
 
 import (
 	"bufio"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -61,4 +62,56 @@ func TestLauncherDeath(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("worker %d exited %v after its launcher was killed", pid, time.Since(t0).Round(time.Millisecond))
+}
+
+// TestRendezvousListenerHandedDown: rank 0 listens on the descriptor the
+// launcher hands down (EnvMasterFD) at the port the launcher chose, which
+// stays bound in between: binding it anew, as rank 0 did before, fails
+// while the descriptor holds it (the negative control: the race a
+// concurrent process once won, "address already in use"). A descriptor
+// listening elsewhere, or no number, is refused.
+func TestRendezvousListenerHandedDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr := ln.Addr().String()
+	ln.Close() // the launcher's own listener; f keeps the port
+	if again, err := net.Listen("tcp", addr); err == nil {
+		again.Close()
+		t.Fatalf("binding %s again succeeded while a descriptor holds it", addr)
+	}
+	dup := func() string { // rendezvousListener closes the descriptor it is given
+		d, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strconv.Itoa(d)
+	}
+	if _, err := rendezvousListener("127.0.0.1:1", dup()); err == nil || !strings.Contains(err.Error(), "listens at "+addr) {
+		t.Errorf("a listener at %s taken for 127.0.0.1:1: %v", addr, err)
+	}
+	if _, err := rendezvousListener(addr, "x"); err == nil {
+		t.Errorf("descriptor %q accepted", "x")
+	}
+	rl, err := rendezvousListener(addr, dup())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := rl.Accept()
+	if err != nil {
+		t.Fatalf("the listener handed down accepts nothing: %v", err)
+	}
+	a.Close()
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -69,7 +71,9 @@ func (c *Comm) join(ctx context.Context, env Env, want string) (err error) {
 	}()
 	var peers peersMsg
 	if c.rank == 0 {
-		ln, err := net.Listen("tcp", env.Master)
+		fd := os.Getenv(EnvMasterFD)
+		os.Unsetenv(EnvMasterFD) // the descriptor serves the first rendezvous; a rejoin listens anew
+		ln, err := rendezvousListener(env.Master, fd)
 		if err != nil {
 			return fmt.Errorf("rank 0: rendezvous: %w", err)
 		}
@@ -260,6 +264,30 @@ func (c *Comm) exchange(mine readyMsg) error {
 		return errors.New(verdict.Err)
 	}
 	return nil
+}
+
+// rendezvousListener is rank 0's listener at master: the one the
+// launcher handed down as descriptor fd (EnvMasterFD) when it is set, else
+// a new one.
+func rendezvousListener(master, fd string) (net.Listener, error) {
+	if fd == "" {
+		return net.Listen("tcp", master)
+	}
+	n, err := strconv.Atoi(fd)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("%s=%q: want a file descriptor", EnvMasterFD, fd)
+	}
+	f := os.NewFile(uintptr(n), "rendezvous")
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("the listener handed down as %s=%s: %w", EnvMasterFD, fd, err)
+	}
+	if got := ln.Addr().String(); got != master {
+		ln.Close()
+		return nil, fmt.Errorf("the listener handed down as %s=%s listens at %s, not at %s", EnvMasterFD, fd, got, master)
+	}
+	return ln, nil
 }
 
 func dialRetry(ctx context.Context, addr string) (net.Conn, error) {
