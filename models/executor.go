@@ -191,5 +191,6 @@ func (m *Model) Arena() *arena.Program {
 // figure): on costs from the model, not the clock, the placement and the
 // arena are the same on every run. Measured costs moved one op of baby's
 // f32 step (the loss's add) from build to build, and with it the arena
-// between 35.4 and 46.5 MB (3 of 8 builds), for no measurable speed.
+// between 35.4 and 46.5 MB (3 of 8 builds), with no measurable
+// difference in speed.
 const halvesSplit = 1.6
