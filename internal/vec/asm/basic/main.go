@@ -11,8 +11,9 @@
 // The kernels handle whole vectors only (n a multiple of 8, or of 4 for
 // accumF64AVX2 and the AVX2 column sums); the Go side runs the remaining
 // elements through the pure-Go fallbacks, which perform the same IEEE
-// operations in the same order. No kernel uses a fused multiply-add: every product is rounded to
-// float32 before the sum, so the results are bitwise those of the Go code.
+// operations in the same order. No kernel uses a fused multiply-add:
+// every product is rounded to float32 before the sum, so the results are
+// bitwise those of the Go code.
 package main
 
 import (
