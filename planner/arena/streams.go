@@ -34,6 +34,7 @@ type streamState struct {
 	gen    uint32 // the run: a step is done when done[i] == gen
 	failed atomic.Bool
 	second secondStream
+	trace  *trace // while Timeline runs: the times of every step (timeline.go)
 }
 
 // secondStream is stream 1's work as a task of the pool.
@@ -127,16 +128,32 @@ func (p *Program) runStreams() error {
 // waits for; it stops early once either stream has failed.
 func (p *Program) runStream(s int) error {
 	st := &p.streams
+	tr := st.trace
 	for _, i := range st.steps[s] {
+		var t0 time.Duration
+		if tr != nil && len(st.waits[i]) > 0 {
+			t0 = tr.now()
+		}
 		for _, w := range st.waits[i] {
 			par.Await(func() bool { return st.done[w].Load() == st.gen || st.failed.Load() })
 		}
 		if st.failed.Load() {
 			return nil
 		}
+		if tr != nil {
+			if len(st.waits[i]) > 0 {
+				tr.steps[i].waited = tr.now() - t0
+			} else {
+				t0 = tr.now()
+			}
+		}
 		if err := p.runStep(i, s); err != nil {
 			st.failed.Store(true)
 			return err
+		}
+		if tr != nil {
+			tr.steps[i].end = tr.now()
+			tr.steps[i].ran = tr.steps[i].end - t0 - tr.steps[i].waited
 		}
 		st.done[i].Store(st.gen)
 	}
