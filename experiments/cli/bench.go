@@ -270,6 +270,9 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 		if err := benchProfile(r, m, steps, update); err != nil {
 			return nil, err
 		}
+		if err := benchTimeline(r, m, steps); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

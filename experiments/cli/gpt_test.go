@@ -296,7 +296,8 @@ func TestBenchTrainShape(t *testing.T) {
 }
 
 // TestBenchTrainProfile: --profile adds the table of the step's ops by
-// kind, and its step is the kinds' sum and AdamW's; the TapeMachine,
+// kind, and its step is the kinds' sum and AdamW's; on two streams, their
+// timeline (on one, none); the TapeMachine,
 // whose ops the arena does not run, is refused with exit 2.
 func TestBenchTrainProfile(t *testing.T) {
 	code, out, errs := runMain("bench", "train", "--set", "config=tiny", "--steps", "3", "--profile", "--format", "json")
@@ -308,6 +309,13 @@ func TestBenchTrainProfile(t *testing.T) {
 	adamw, _ := m["profiled_adamw_ms"].(float64)
 	if !(step > adamw && adamw > 0) || !strings.Contains(out, "Where a step's time goes") || !strings.Contains(out, "matmul A×B") {
 		t.Errorf("profiled step %v ms, AdamW %v ms; the table of ops by kind: %v", step, adamw, strings.Contains(out, "Where a step's time goes"))
+	}
+	// On two streams, the streams' timeline: each busy, within the run.
+	run, _ := m["timeline_run_ms"].(float64)
+	busy0, _ := m["stream0_busy_ms"].(float64)
+	busy1, _ := m["stream1_busy_ms"].(float64)
+	if two := m["streams"] == 2.0; two != strings.Contains(out, "The two streams in the median") || two && !(busy0 > 0 && busy1 > 0 && run >= max(busy0, busy1)) {
+		t.Errorf("streams %v: timeline run %v ms, streams busy %v and %v ms; its table: %v", m["streams"], run, busy0, busy1, strings.Contains(out, "The two streams in the median"))
 	}
 	code, _, errs = runMain("bench", "train", "--set", "config=tiny", "--set", "executor=tape", "--steps", "1", "--profile")
 	if code != 2 || strings.Count(strings.TrimSpace(errs), "\n") > 0 || !strings.Contains(errs, "executor=tape") {
