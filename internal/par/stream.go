@@ -1,5 +1,7 @@
 package par
 
+import "time"
+
 // Streams: work that runs beside the caller for a while (one stream of a
 // program's ops, the other stream being the caller's), and the wait of
 // one stream for the other. A waiting stream lends its core: it runs the
@@ -32,7 +34,14 @@ func Start(t Task) bool {
 // chunks of loops offered to the pool (never a stream), polling as a
 // worker does: on the processor until spinFor has passed since the last
 // chunk it ran (or since the call), then between naps.
-func Await(ready func() bool) {
+func Await(ready func() bool) { await(ready, false) }
+
+// AwaitTimed is Await that also returns how long the caller spent running
+// other loops' chunks while it waited (a clock read around each).
+func AwaitTimed(ready func() bool) time.Duration { return await(ready, true) }
+
+func await(ready func() bool, timed bool) time.Duration {
+	var ran time.Duration
 	for {
 		helped := false
 		poll := func() bool {
@@ -41,7 +50,13 @@ func Await(ready func() bool) {
 			}
 			select {
 			case t := <-pool.jobs:
-				t.RunTask()
+				if timed {
+					t0 := time.Now()
+					t.RunTask()
+					ran += time.Since(t0)
+				} else {
+					t.RunTask()
+				}
 				helped = true
 				return true
 			default:
@@ -50,12 +65,12 @@ func Await(ready func() bool) {
 		}
 		if spinUntil(poll) {
 			if !helped {
-				return
+				return ran
 			}
 			continue // a chunk ran: spin afresh
 		}
 		if napUntil(poll, 0) && !helped {
-			return
+			return ran
 		}
 	}
 }

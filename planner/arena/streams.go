@@ -135,7 +135,12 @@ func (p *Program) runStream(s int) error {
 			t0 = tr.now()
 		}
 		for _, w := range st.waits[i] {
-			par.Await(func() bool { return st.done[w].Load() == st.gen || st.failed.Load() })
+			ready := func() bool { return st.done[w].Load() == st.gen || st.failed.Load() }
+			if tr != nil {
+				tr.steps[i].helped += par.AwaitTimed(ready)
+			} else {
+				par.Await(ready)
+			}
 		}
 		if st.failed.Load() {
 			return nil

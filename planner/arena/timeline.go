@@ -10,14 +10,16 @@ import (
 // A timeline of the two streams: what each stream did in a run (its ops'
 // time, its waits for the other stream's ops, when it finished) and which
 // ops waited longest. A wait is not all lost: while a stream waits it runs
-// chunks of the other stream's split kernels (par.Await), so a stream's
-// Busy is its own ops' time, helped or not.
+// chunks of the other stream's split kernels (par.AwaitTimed), and the
+// timeline says how long; a stream's Busy is its own ops' time, helped or
+// not.
 
 // StreamTime is one stream's share of a run.
 type StreamTime struct {
 	Ops      int           // the steps it runs
 	Busy     time.Duration // running its ops
 	Waiting  time.Duration // waiting for the other stream's ops before its own
+	Helping  time.Duration // of Waiting, running chunks of the other stream's split kernels
 	Finished time.Duration // when its last op ended, from the run's start
 }
 
@@ -51,7 +53,7 @@ type trace struct {
 }
 
 type stepTime struct {
-	waited, ran, end time.Duration
+	waited, helped, ran, end time.Duration
 }
 
 func (t *trace) now() time.Duration { return time.Since(t.start) }
@@ -91,7 +93,8 @@ func (p *Program) Timeline(runs int) (Timeline, error) {
 			x.Ops = len(st.steps[s])
 			for _, i := range st.steps[s] {
 				t := tr.steps[i]
-				x.Busy, x.Waiting, x.Finished = x.Busy+t.ran, x.Waiting+t.waited, max(x.Finished, t.end)
+				x.Busy, x.Waiting, x.Helping = x.Busy+t.ran, x.Waiting+t.waited, x.Helping+t.helped
+				x.Finished = max(x.Finished, t.end)
 				if len(st.waits[i]) > 0 {
 					waits[i] = append(waits[i], t.waited)
 				}

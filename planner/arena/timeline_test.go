@@ -10,6 +10,8 @@ import (
 	"github.com/chewxy/hm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"gptlab/internal/par"
 )
 
 // spinOp passes its input on after spinning for d: an op of a known
@@ -42,6 +44,9 @@ func (op spinOp) String() string        { return "spin" + op.d.String() }
 // waits long (the negative control: y's wait for b, done long before, is
 // not listed), and a program on one stream has no timeline.
 func TestTimeline(t *testing.T) {
+	if par.Workers() == 0 {
+		t.Skip("one usable CPU: no second stream to time")
+	}
 	const spin = 5 * time.Millisecond
 	ctx := context.Background()
 	g := gorgonia.NewGraph()
@@ -86,5 +91,53 @@ func TestTimeline(t *testing.T) {
 		if w.Step != 2 || w.For != 0 || w.Stream != 0 || w.ForOp != "spin"+spin.String() || w.Time > tl.Run || s0.Waiting < MinWait || s0.Finished < spin {
 			t.Errorf("streams %v: wait %+v, stream 0 waiting %v: want step 2 waiting for step 0, about %v", c.streams, w, s0.Waiting, spin)
 		}
+	}
+}
+
+// TestTimelineHelping: stream 0 waits for a chain of large adds on stream
+// 1, whose kernels split their rows: the waiting stream runs some of their
+// chunks, and the timeline counts that time within its wait.
+func TestTimelineHelping(t *testing.T) {
+	if par.Workers() == 0 {
+		t.Skip("one usable CPU: no second stream to time")
+	}
+	const n = 1024
+	ctx := context.Background()
+	g := gorgonia.NewGraph()
+	x := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(n, n), gorgonia.WithName("x"), gorgonia.WithValue(tensor.New(tensor.WithShape(n, n), tensor.WithBacking(make([]float32, n*n)))))
+	order := []*gorgonia.Node{}
+	a := x
+	for range 8 { // stream 1
+		a = gorgonia.Must(Add(a, x))
+		order = append(order, a)
+	}
+	y := gorgonia.Must(Add(a, x)) // stream 0's only op: waits for the chain
+	order = append(order, y)
+	p, err := Compile(ctx, g, gorgonia.Nodes{y}, Options{Order: order})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := make([]int, len(order))
+	for i := range 8 {
+		streams[i] = 1
+	}
+	if err := p.SetStreams(ctx, streams); err != nil {
+		t.Fatal(err)
+	}
+	// Whether a chunk is left for the waiting stream is a race it wins
+	// most of the time: a few tries.
+	var s0, s1 StreamTime
+	for try := 0; try < 5 && s0.Helping == 0; try++ {
+		tl, err := p.Timeline(5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s0, s1 = tl.Streams[0], tl.Streams[1]
+		if s0.Helping > s0.Waiting || s1.Helping > s1.Waiting {
+			t.Fatalf("stream 0 waited %v, helping %v; stream 1 waited %v, helping %v: helping beyond the wait", s0.Waiting, s0.Helping, s1.Waiting, s1.Helping)
+		}
+	}
+	if s0.Helping == 0 {
+		t.Errorf("stream 0 waited %v and never helped in five timelines: want it to run chunks of stream 1's adds", s0.Waiting)
 	}
 }
