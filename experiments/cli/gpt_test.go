@@ -314,7 +314,9 @@ func TestBenchTrainProfile(t *testing.T) {
 	run, _ := m["timeline_run_ms"].(float64)
 	busy0, _ := m["stream0_busy_ms"].(float64)
 	busy1, _ := m["stream1_busy_ms"].(float64)
-	if two := m["streams"] == 2.0; two != strings.Contains(out, "The two streams in the median") || two && !(busy0 > 0 && busy1 > 0 && run >= max(busy0, busy1)) {
+	wait0, _ := m["stream0_waiting_ms"].(float64)
+	help0, _ := m["stream0_helping_ms"].(float64)
+	if two := m["streams"] == 2.0; two != strings.Contains(out, "The two streams in the median") || two && !(busy0 > 0 && busy1 > 0 && run >= max(busy0, busy1) && help0 <= wait0) {
 		t.Errorf("streams %v: timeline run %v ms, streams busy %v and %v ms; its table: %v", m["streams"], run, busy0, busy1, strings.Contains(out, "The two streams in the median"))
 	}
 	code, _, errs = runMain("bench", "train", "--set", "config=tiny", "--set", "executor=tape", "--steps", "1", "--profile")
