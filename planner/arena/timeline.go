@@ -59,8 +59,9 @@ type stepTime struct {
 func (t *trace) now() time.Duration { return time.Since(t.start) }
 
 // Timeline runs the program runs times on its two streams, timing every
-// step (two clock reads each), and returns the medians. It is an error on
-// a program that runs on one stream.
+// step (two clock reads each), and returns the median run's streams and
+// each step's median wait. It is an error on a program that runs on one
+// stream.
 func (p *Program) Timeline(runs int) (Timeline, error) {
 	st := &p.streams
 	switch {
