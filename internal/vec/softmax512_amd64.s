@@ -218,7 +218,7 @@ TEXT ·maxAVX512(SB), NOSPLIT, $0-20
 	MOVQ         x+0(FP), AX
 	MOVQ         n+8(FP), CX
 	VBROADCASTSS (AX), Z0
-	KXORW        K1, K1, K1
+	KXORW        K2, K2, K2
 	MOVQ         CX, DX
 	ANDQ         $0x0000000f, DX
 	SHRQ         $0x04, CX
@@ -226,8 +226,8 @@ TEXT ·maxAVX512(SB), NOSPLIT, $0-20
 
 maxloop:
 	VMOVUPS (AX), Z1
-	VCMPPS  $0x03, Z1, Z1, K2
-	KORW    K2, K1, K1
+	VCMPPS  $0x03, Z1, Z1, K1
+	KORW    K1, K2, K2
 	VMAXPS  Z1, Z0, Z0
 	ADDQ    $0x00000040, AX
 	DECQ    CX
@@ -240,11 +240,11 @@ maxtail:
 	MOVL      $0x00000001, DX
 	SHLL      CL, DX
 	DECL      DX
-	KMOVW     DX, K2
-	VMOVUPS.Z (AX), K2, Z1
+	KMOVW     DX, K1
+	VMOVUPS.Z (AX), K1, Z1
 	VCMPPS    $0x03, Z1, Z1, K3
-	KORW      K3, K1, K1
-	VMAXPS    Z1, Z0, K2, Z0
+	KORW      K3, K2, K2
+	VMAXPS    Z1, Z0, K1, Z0
 
 maxdone:
 	VEXTRACTF64X4 $0x01, Z0, Y1
@@ -255,11 +255,11 @@ maxdone:
 	VMAXPS        X1, X0, X0
 	VMOVSHDUP     X0, X1
 	VMAXSS        X1, X0, X0
-	KORTESTW      K1, K1
-	JZ            maxret
+	KORTESTW      K2, K2
+	JZ            maxok
 	VPCMPEQD      X0, X0, X0
 
-maxret:
+maxok:
 	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
@@ -297,5 +297,211 @@ scaletail:
 	VMOVUPS   Z1, K1, (AX)
 
 scaledone:
+	VZEROUPPER
+	RET
+
+// func softmaxPrefixAVX512(y *float32, x *float32, n int, t int, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·softmaxPrefixAVX512(SB), NOSPLIT, $0-36
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), DX
+	MOVQ         n+16(FP), BX
+	MOVQ         t+24(FP), SI
+	VBROADCASTSS scale+32(FP), Z0
+	MOVQ         DX, DI
+	MOVQ         BX, CX
+	VBROADCASTSS (DI), Z1
+	KXORW        K2, K2, K2
+	MOVQ         CX, R8
+	ANDQ         $0x0000000f, R8
+	SHRQ         $0x04, CX
+	JZ           smaxtail
+
+smaxloop:
+	VMOVUPS (DI), Z2
+	VCMPPS  $0x03, Z2, Z2, K3
+	KORW    K3, K2, K2
+	VMAXPS  Z2, Z1, Z1
+	ADDQ    $0x00000040, DI
+	DECQ    CX
+	JNZ     smaxloop
+
+smaxtail:
+	TESTQ     R8, R8
+	JZ        smaxdone
+	MOVQ      R8, CX
+	MOVL      $0x00000001, R8
+	SHLL      CL, R8
+	DECL      R8
+	KMOVW     R8, K1
+	VMOVUPS.Z (DI), K1, Z2
+	VCMPPS    $0x03, Z2, Z2, K3
+	KORW      K3, K2, K2
+	VMAXPS    Z2, Z1, K1, Z1
+
+smaxdone:
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VMAXPS        Y2, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X2
+	VMAXPS        X2, X1, X1
+	VMOVHLPS      X1, X1, X2
+	VMAXPS        X2, X1, X1
+	VMOVSHDUP     X1, X2
+	VMAXSS        X2, X1, X1
+	KORTESTW      K2, K2
+	JZ            smaxok
+	VPCMPEQD      X1, X1, X1
+
+smaxok:
+	VPXORD       Z3, Z3, Z3
+	VADDSS       X3, X1, X1
+	VMULSS       X1, X0, X1
+	VBROADCASTSS X1, Z1
+	VBROADCASTSS softmax512const<>+352(SB), Z2
+	VBROADCASTSS softmax512const<>+384(SB), Z5
+	VBROADCASTSS softmax512const<>+416(SB), Z6
+	VXORPD       Z7, Z7, Z7
+	MOVQ         DX, DI
+	MOVQ         AX, DX
+	MOVQ         BX, CX
+	MOVQ         CX, R8
+	ANDQ         $0x0000000f, R8
+	SHRQ         $0x04, CX
+	JZ           sexptail
+
+sexploop:
+	VMOVAPS          Z1, Z8
+	VFMSUB231PS      (DI), Z0, Z8
+	VCMPPS           $0x1e, Z5, Z8, K2
+	VMINPS           Z8, Z5, Z8
+	VMAXPS           Z8, Z2, Z8
+	VBROADCASTSS     softmax512const<>+0(SB), Z10
+	VFMADD231PS.BCST softmax512const<>+32(SB), Z8, Z10
+	VSUBPS.BCST      softmax512const<>+0(SB), Z10, Z9
+	VFMADD231PS.BCST softmax512const<>+64(SB), Z9, Z8
+	VFMADD231PS.BCST softmax512const<>+96(SB), Z9, Z8
+	VBROADCASTSS     softmax512const<>+320(SB), Z9
+	VFMADD213PS.BCST softmax512const<>+288(SB), Z8, Z9
+	VFMADD213PS.BCST softmax512const<>+256(SB), Z8, Z9
+	VFMADD213PS.BCST softmax512const<>+224(SB), Z8, Z9
+	VFMADD213PS.BCST softmax512const<>+192(SB), Z8, Z9
+	VFMADD213PS.BCST softmax512const<>+160(SB), Z8, Z9
+	VMULPS           Z8, Z9, Z9
+	VPSLLD           $0x17, Z10, Z10
+	VPADDD.BCST      softmax512const<>+128(SB), Z10, Z10
+	VFMADD213PS      Z10, Z10, Z9
+	VMOVAPS          Z6, K2, Z9
+	VMOVUPS          Z9, (DX)
+	VCVTPS2PD        Y9, Z8
+	VADDPD           Z8, Z7, Z7
+	VEXTRACTF64X4    $0x01, Z9, Y8
+	VCVTPS2PD        Y8, Z8
+	VADDPD           Z8, Z7, Z7
+	ADDQ             $0x00000040, DI
+	ADDQ             $0x00000040, DX
+	DECQ             CX
+	JNZ              sexploop
+
+sexptail:
+	TESTQ            R8, R8
+	JZ               sexpdone
+	MOVQ             R8, CX
+	MOVL             $0x00000001, DX
+	SHLL             CL, DX
+	DECL             DX
+	KMOVW            DX, K1
+	VMOVUPS.Z        (DI), K1, Z4
+	VMOVAPS          Z1, Z1
+	VFMSUB231PS      Z4, Z0, Z1
+	VCMPPS           $0x1e, Z5, Z1, K2
+	VMINPS           Z1, Z5, Z1
+	VMAXPS           Z1, Z2, Z1
+	VBROADCASTSS     softmax512const<>+0(SB), Z2
+	VFMADD231PS.BCST softmax512const<>+32(SB), Z1, Z2
+	VSUBPS.BCST      softmax512const<>+0(SB), Z2, Z0
+	VFMADD231PS.BCST softmax512const<>+64(SB), Z0, Z1
+	VFMADD231PS.BCST softmax512const<>+96(SB), Z0, Z1
+	VBROADCASTSS     softmax512const<>+320(SB), Z0
+	VFMADD213PS.BCST softmax512const<>+288(SB), Z1, Z0
+	VFMADD213PS.BCST softmax512const<>+256(SB), Z1, Z0
+	VFMADD213PS.BCST softmax512const<>+224(SB), Z1, Z0
+	VFMADD213PS.BCST softmax512const<>+192(SB), Z1, Z0
+	VFMADD213PS.BCST softmax512const<>+160(SB), Z1, Z0
+	VMULPS           Z1, Z0, Z0
+	VPSLLD           $0x17, Z2, Z2
+	VPADDD.BCST      softmax512const<>+128(SB), Z2, Z2
+	VFMADD213PS      Z2, Z2, Z0
+	VMOVAPS          Z6, K2, Z0
+	VMOVAPS.Z        Z0, K1, Z4
+	VCVTPS2PD        Y4, Z0
+	VADDPD           Z0, Z7, Z7
+	VEXTRACTF64X4    $0x01, Z4, Y0
+	VCVTPS2PD        Y0, Z0
+	VADDPD           Z0, Z7, Z7
+
+sexpdone:
+	VPERMILPD     $0x55, Z7, Z0
+	VADDPD        Z0, Z7, Z7
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VEXTRACTF128  $0x01, Y7, X1
+	VADDPD        X1, X7, X1
+	VEXTRACTF128  $0x01, Y0, X2
+	VADDPD        X2, X0, X2
+	VADDSD        X2, X1, X1
+	MOVQ          $0x3ff0000000000000, CX
+	VMOVQ         CX, X0
+	VDIVSD        X1, X0, X0
+	VCVTSD2SS     X0, X0, X0
+	VBROADCASTSS  X0, Z0
+	MOVQ          AX, DX
+	MOVQ          BX, CX
+	SHRQ          $0x04, CX
+	JZ            sscaled
+
+sscale:
+	VMULPS  (DX), Z0, Z1
+	VMOVUPS Z1, (DX)
+	ADDQ    $0x00000040, DX
+	DECQ    CX
+	JNZ     sscale
+
+sscaled:
+	MOVQ      BX, CX
+	ANDQ      $-16, CX
+	MOVQ      SI, AX
+	SUBQ      CX, AX
+	MOVQ      BX, CX
+	ANDQ      $0x0000000f, CX
+	JZ        szero
+	VMULPS    Z4, Z0, Z4
+	VMOVAPS.Z Z4, K1, Z4
+	JMP       sput
+
+szero:
+	VMOVAPS Z3, Z4
+
+sput:
+	CMPQ AX, $0x00000010
+	JL   sputtail
+
+sputloop:
+	VMOVUPS Z4, (DX)
+	VMOVAPS Z3, Z4
+	ADDQ    $0x00000040, DX
+	SUBQ    $0x00000010, AX
+	CMPQ    AX, $0x00000010
+	JGE     sputloop
+
+sputtail:
+	TESTQ   AX, AX
+	JZ      sdone
+	MOVQ    AX, CX
+	MOVL    $0x00000001, AX
+	SHLL    CL, AX
+	DECL    AX
+	KMOVW   AX, K1
+	VMOVUPS Z4, K1, (DX)
+
+sdone:
 	VZEROUPPER
 	RET

@@ -61,6 +61,15 @@ func scaleRow(y, x []float32, a float32) bool {
 	return true
 }
 
+// prefixRow is SoftmaxPrefix on its AVX-512 kernel, if it runs.
+func prefixRow(y, x []float32, n int, scale float32) bool {
+	if !softmaxAsm || !softmaxZ {
+		return false
+	}
+	softmaxPrefixAVX512(&y[0], &x[0], n, len(y), scale)
+	return true
+}
+
 // maxAsm and scaleAsm are the whole-vector kernels of the other
 // architectures: on amd64, maxRow and scaleRow take every row.
 func maxAsm(x *float32, n int, m *float32) { panic("vec: maxAsm: maxRow takes the rows on amd64") }

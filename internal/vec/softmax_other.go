@@ -23,6 +23,9 @@ func maxRow(x []float32) (float32, bool) { return 0, false }
 
 func scaleRow(y, x []float32, a float32) bool { return false }
 
+// prefixRow is amd64's SoftmaxPrefix kernel: none here.
+func prefixRow(y, x []float32, n int, scale float32) bool { return false }
+
 // softmaxGradKernels: SoftmaxGrad runs its Go loops here.
 const softmaxGradKernels = false
 

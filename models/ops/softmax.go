@@ -216,13 +216,8 @@ func causalSoftmaxForward32(y, s []float32, T, first int, scale float64) {
 }
 
 // softmaxPrefix32 is one row of the causal softmax: y[:n] the softmax of
-// sc·s[:n], y[n:] zero (s[n:] is never read). y may be s.
-func softmaxPrefix32(y, s []float32, n int, sc float32) {
-	sr, yi := s[:n], y[:n]
-	sum := vec.ExpSum(yi, sr, sc, sc*vec.Max(sr)) // the row's largest sc*s, as sc > 0
-	vec.Scale(yi, yi, float32(1/sum))
-	clear(y[n:])
-}
+// sc·s[:n] (sc > 0), y[n:] zero (s[n:] is never read). y may be s.
+func softmaxPrefix32(y, s []float32, n int, sc float32) { vec.SoftmaxPrefix(y, s, n, sc) }
 
 // causalSoftmaxBackward32 is causalSoftmaxBackward on float32 rows, each
 // row's dot and elements in vec.SoftmaxGrad's vector loops: the same
