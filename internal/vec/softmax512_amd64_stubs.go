@@ -21,8 +21,9 @@ func maxAVX512(x *float32, n int) float32
 //go:noescape
 func scaleAVX512(y *float32, x *float32, n int, a float32)
 
-// softmaxPrefixAVX512 sets y[:n] (n ≥ 1) to what Scale(y, y, float32(1/ExpSum(y, x, scale, shift))) leaves there,
-// shift = scale·Max(x[:n]) (+0 for a zero maximum), and y[n:t] to zero: SoftmaxPrefix in one call.
+// softmaxPrefixAVX512 sets y[:n] (n ≥ 1) to what Scale(y, y, float32(1/ExpSum(y, x, scale,
+// shift))) leaves there, shift = scale·Max(x[:n]) (+0 for a zero maximum), and y[n:t] to zero:
+// SoftmaxPrefix in one call.
 //
 //go:noescape
 func softmaxPrefixAVX512(y *float32, x *float32, n int, t int, scale float32)

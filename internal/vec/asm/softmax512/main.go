@@ -107,8 +107,9 @@ func genExpSum(c *vexp.ConstTable) {
 func genSoftmaxPrefix(c *vexp.ConstTable) {
 	TEXT("softmaxPrefixAVX512", NOSPLIT, "func(y, x *float32, n, t int, scale float32)")
 	Pragma("noescape")
-	Doc("softmaxPrefixAVX512 sets y[:n] (n ≥ 1) to what Scale(y, y, float32(1/ExpSum(y, x, scale, shift))) leaves there,",
-		"shift = scale·Max(x[:n]) (+0 for a zero maximum), and y[n:t] to zero: SoftmaxPrefix in one call.")
+	Doc("softmaxPrefixAVX512 sets y[:n] (n ≥ 1) to what Scale(y, y, float32(1/ExpSum(y, x, scale,",
+		"shift))) leaves there, shift = scale·Max(x[:n]) (+0 for a zero maximum), and y[n:t] to zero:",
+		"SoftmaxPrefix in one call.")
 	yp := Load(Param("y"), GP64())
 	xp := Load(Param("x"), GP64())
 	nn := Load(Param("n"), GP64())
@@ -136,9 +137,8 @@ func genSoftmaxPrefix(c *vexp.ConstTable) {
 	MOVQ(xp, x)
 	MOVQ(yp, y)
 	MOVQ(nn, n)
-	// The last partial vector stays in a register for the scaling below:
-	// read back from a masked store, it would wait for the store to reach
-	// the cache (a masked store forwards to no load).
+	// The last partial vector stays in a register: the scaling below
+	// stores it once, with the zeros after it.
 	last := ZMM()
 	rowLoop("sexp", n, tail, expSumStep(c, y, x, scale, shift, lo, hi, inf, a, tail, last), x, y)
 
