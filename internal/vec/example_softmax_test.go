@@ -43,3 +43,14 @@ func ExampleMax() {
 	// 7.5
 	// NaN
 }
+
+// One row of causal attention's softmax: query 2 of a (T, T) row block
+// sees keys 0 to 2; the row's later entries are zeroed.
+func ExampleSoftmaxPrefix() {
+	scores := []float32{2, 1, 0.5, 9, 9} // keys 3 and 4 are in the future
+	p := make([]float32, len(scores))
+	vec.SoftmaxPrefix(p, scores, 3, 1)
+	fmt.Printf("%.4f\n", p)
+	// Output:
+	// [0.6285 0.2312 0.1402 0.0000 0.0000]
+}
