@@ -239,8 +239,8 @@ func benchTrain(ctx context.Context, bc *benchConfig, steps int, seed int64, pro
 	K := float64(steps)
 	med := lab.MedianDuration(times)
 	r := reports.New("bench-train", fmt.Sprintf("Training step of %s (B=%d, T=%d, %d layers): time and allocation", bc.Config, mc.Batch, mc.Block, mc.Layers))
-	r.Metric("median_step_ms", float64(med.Microseconds())/1e3)
-	r.Metric("min_step_ms", float64(slicesMin(times).Microseconds())/1e3)
+	r.Metric("median_step_ms", ms(med))
+	r.Metric("min_step_ms", ms(slicesMin(times)))
 	r.Metric("tokens_per_s", float64(n)/med.Seconds())
 	r.Metric("allocs_per_step", float64(after.Mallocs-before.Mallocs)/K)
 	r.Metric("bytes_allocated_per_step", float64(after.TotalAlloc-before.TotalAlloc)/K)
@@ -301,13 +301,16 @@ func benchStreams(r *reports.Report, c arena.StreamChoice, halves bool, B int) {
 	note := fmt.Sprintf("Streams: %s %d of the step's %d ops on stream 1; from %s it expected %.1f ms on two streams against %.1f on one (the sum of each op alone). The arena: %s on one stream, %s on two.",
 		how, c.Steps[1], c.Steps[0]+c.Steps[1], costs, c.Assignment.TwoStreams*1e3, c.Assignment.OneStream*1e3, planner.FormatBytes(c.ArenaOne), planner.FormatBytes(c.ArenaTwo))
 	if c.One > 0 {
-		r.Metric("stream_measured_one_ms", float64(c.One.Microseconds())/1e3)
-		r.Metric("stream_measured_two_ms", float64(c.Two.Microseconds())/1e3)
+		r.Metric("stream_measured_one_ms", ms(c.One))
+		r.Metric("stream_measured_two_ms", ms(c.Two))
 		note += fmt.Sprintf(" Measured, forward and backward, interleaved: %v on one, %v on two; the step runs on %s.",
 			c.One.Round(10*time.Microsecond), c.Two.Round(10*time.Microsecond), reports.Count(c.Chosen, "stream"))
 	}
 	r.Note("%s", note)
 }
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
 
 // sampleHeapPeak samples heapMetric every interval in a goroutine until
 // stop is called; *peak then holds the largest value seen.
@@ -384,8 +387,8 @@ func benchProfile(r *reports.Report, m *models.Model, runs int, update func() er
 		t.Row(k.Kind, k.Ops, k.Time, sec/step.Seconds(), k.Flops/1e6, rate(k.Flops, sec)/1e9, k.Bytes/1e6, rate(k.Bytes, sec)/1e9)
 	}
 	t.Row("AdamW (outside the graph)", 1, adamw, adamw.Seconds()/step.Seconds(), math.NaN(), math.NaN(), math.NaN(), math.NaN())
-	r.Metric("profiled_step_ms", float64(step.Microseconds())/1e3)
-	r.Metric("profiled_adamw_ms", float64(adamw.Microseconds())/1e3)
+	r.Metric("profiled_step_ms", ms(step))
+	r.Metric("profiled_adamw_ms", ms(adamw))
 	r.Metric("profiled_gflop_per_s", fl/step.Seconds()/1e9)
 	t.Note("Each op is timed alone (a clock read around it), in the program's order, on the bench's batch; a kind's time is the sum of its ops' medians, its share that over the profiled step (the kinds' sum and AdamW's median: %s, beside the timed steps' median above). FLOPs count a product's multiply-adds twice and one per output element of any other op; bytes are the op's inputs and output once each (the checkpointing cost model's counts).",
 		step.Round(time.Microsecond))

@@ -51,5 +51,3 @@ func benchTimeline(r *reports.Report, m *models.Model, runs int) error {
 		tl.Run.Round(10*time.Microsecond), waits)
 	return nil
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
