@@ -91,6 +91,13 @@ func TestTimeline(t *testing.T) {
 		if w.Step != 2 || w.For != 0 || w.Stream != 0 || w.ForOp != "spin"+spin.String() || w.Time > tl.Run || s0.Waiting < MinWait || s0.Finished < spin {
 			t.Errorf("streams %v: wait %+v, stream 0 waiting %v: want step 2 waiting for step 0, about %v", c.streams, w, s0.Waiting, spin)
 		}
+		// The spinning op offers no chunks: a wait for it helps with
+		// nothing (at most a stale seat of an earlier split, which finds
+		// its loop done), and the timeline must not count the wait as
+		// helping.
+		if s0.Helping >= MinWait {
+			t.Errorf("streams %v: stream 0 helping %v while waiting for an op that offers no chunks", c.streams, s0.Helping)
+		}
 	}
 }
 
