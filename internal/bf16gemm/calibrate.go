@@ -96,11 +96,11 @@ func b2i(b bool) int {
 	return 0
 }
 
-// ResetCalibration forgets every shape's choice (the next product of each
-// calibrates again): for comparisons and tests.
+// ResetCalibration forgets every shape's choice, the causal products' too
+// (the next product of each calibrates again): for comparisons and tests.
 func ResetCalibration() {
 	pathMu.Lock()
-	choices = nil
+	choices, causalChoices = nil, nil
 	pathMu.Unlock()
 }
 

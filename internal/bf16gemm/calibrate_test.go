@@ -29,15 +29,15 @@ func countingDot(calls *atomic.Int64) pathImpl {
 func withPaths(t *testing.T, ps []pathImpl, fake func(p pathImpl) float64) {
 	initPaths()
 	pathMu.Lock()
-	old, oldForced, oldEnv, oldChoices, oldClock := paths, forced, byEnv, choices, clock
-	paths, forced, byEnv, choices = ps, nil, false, nil
+	old, oldForced, oldEnv, oldChoices, oldCausal, oldClock := paths, forced, byEnv, choices, causalChoices, clock
+	paths, forced, byEnv, choices, causalChoices = ps, nil, false, nil, nil
 	if fake != nil {
 		clock = func(p pathImpl, f func()) float64 { f(); return fake(p) }
 	}
 	pathMu.Unlock()
 	t.Cleanup(func() {
 		pathMu.Lock()
-		paths, forced, byEnv, choices, clock = old, oldForced, oldEnv, oldChoices, oldClock
+		paths, forced, byEnv, choices, causalChoices, clock = old, oldForced, oldEnv, oldChoices, oldCausal, oldClock
 		pathMu.Unlock()
 	})
 }

@@ -43,6 +43,12 @@
 // through the emulations on any machine and the real kernels against them
 // where the hardware is there.
 //
-// The package owns the bf16 product only: conversions to bf16 belong to
+// Beside Gemm it computes the three products of causal attention on one
+// (T, T) item of bf16 operands (causal.go: CausalFor, the scores on and
+// below the diagonal and the products with a lower-triangular L), on the
+// VDPBF16PS kernel, reading a row-major A in place (dotTile12x32s), or on
+// widen: calibrated per item size as Gemm's shapes are.
+//
+// The package owns the bf16 products only: conversions to bf16 belong to
 // package precision, the float32 GEMM to internal/sgemm.
 package bf16gemm

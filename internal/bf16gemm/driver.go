@@ -30,7 +30,14 @@ type kernel struct {
 	// strip, if set, runs a row panel's full tiles in one call (the AMX
 	// kernel: its tile configuration is loaded once a strip, not a tile).
 	strip stripFunc
+	// inPlace, if set, is tile reading A where it is stored (inPlaceFunc):
+	// a row-major A whose pairs are adjacent in its rows needs no panel.
+	inPlace inPlaceFunc
 }
+
+// inPlaceFunc is a tileFunc reading A in place: A(i, pair p) is the
+// dword at byte offset i*rs + p*ps from a.
+type inPlaceFunc func(pairs int, a *uint16, rs, ps int, b *uint16, c *float32, ldc int, acc bool)
 
 // stripKernel is a kernel whose tile is its strip of one panel.
 func stripKernel(name string, mr, nr, step int, aRows bool, strip stripFunc) *kernel {

@@ -12,7 +12,7 @@ func dotKernel() *kernel {
 	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BF16 || bf16Off() {
 		return nil
 	}
-	return &kernel{name: "avx512bf16", mr: dotMR, nr: dotNR, step: 2, tile: dotTile12x32}
+	return &kernel{name: "avx512bf16", mr: dotMR, nr: dotNR, step: 2, tile: dotTile12x32, inPlace: dotTile12x32s}
 }
 
 // amxStripFunc is the AMX kernel with its tile configuration bound.

@@ -336,6 +336,349 @@ dot_store:
 	VZEROUPPER
 	RET
 
+// func dotTile12x32s(pairs int, a *uint16, rs int, ps int, b *uint16, c *float32, ldc int, acc bool)
+// Requires: AVX, AVX512F
+TEXT ·dotTile12x32s(SB), NOSPLIT, $0-57
+	MOVQ    pairs+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    rs+16(FP), DX
+	MOVQ    ps+24(FP), BX
+	LEAQ    (CX)(DX*2), SI
+	ADDQ    DX, SI
+	LEAQ    (SI)(DX*2), DI
+	ADDQ    DX, DI
+	LEAQ    (DI)(DX*2), R8
+	ADDQ    DX, R8
+	MOVQ    b+32(FP), R9
+	MOVQ    c+40(FP), R10
+	MOVQ    ldc+48(FP), R11
+	SHLQ    $0x02, R11
+	MOVB    acc+56(FP), R12
+	TESTB   R12, R12
+	JZ      dots_zero
+	MOVQ    R10, R12
+	VMOVUPS (R12), Z0
+	VMOVUPS 64(R12), Z1
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z2
+	VMOVUPS 64(R12), Z3
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z4
+	VMOVUPS 64(R12), Z5
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z6
+	VMOVUPS 64(R12), Z7
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z8
+	VMOVUPS 64(R12), Z9
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z10
+	VMOVUPS 64(R12), Z11
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z12
+	VMOVUPS 64(R12), Z13
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z14
+	VMOVUPS 64(R12), Z15
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z16
+	VMOVUPS 64(R12), Z17
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z18
+	VMOVUPS 64(R12), Z19
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z20
+	VMOVUPS 64(R12), Z21
+	ADDQ    R11, R12
+	VMOVUPS (R12), Z22
+	VMOVUPS 64(R12), Z23
+	JMP     dots_loop_test
+
+dots_zero:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+dots_loop_test:
+	TESTQ AX, AX
+	JZ    dots_store
+
+dots_loop:
+	VMOVUPS      (R9), Z24
+	VMOVUPS      64(R9), Z25
+	VPBROADCASTD (CX), Z26
+
+	// VDPBF16PS Z24, Z26, Z0
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS Z25, Z26, Z1
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc9
+	VPBROADCASTD (CX)(DX*1), Z27
+
+	// VDPBF16PS Z24, Z27, Z2
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS Z25, Z27, Z3
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd9
+	VPBROADCASTD (CX)(DX*2), Z26
+
+	// VDPBF16PS Z24, Z26, Z4
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS Z25, Z26, Z5
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xe9
+	VPBROADCASTD (SI), Z27
+
+	// VDPBF16PS Z24, Z27, Z6
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf0
+
+	// VDPBF16PS Z25, Z27, Z7
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xf9
+	VPBROADCASTD (SI)(DX*1), Z26
+
+	// VDPBF16PS Z24, Z26, Z8
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS Z25, Z26, Z9
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc9
+	VPBROADCASTD (SI)(DX*2), Z27
+
+	// VDPBF16PS Z24, Z27, Z10
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS Z25, Z27, Z11
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd9
+	VPBROADCASTD (DI), Z26
+
+	// VDPBF16PS Z24, Z26, Z12
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS Z25, Z26, Z13
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xe9
+	VPBROADCASTD (DI)(DX*1), Z27
+
+	// VDPBF16PS Z24, Z27, Z14
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf0
+
+	// VDPBF16PS Z25, Z27, Z15
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xf9
+	VPBROADCASTD (DI)(DX*2), Z26
+
+	// VDPBF16PS Z24, Z26, Z16
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS Z25, Z26, Z17
+	BYTE         $0x62
+	BYTE         $0x82
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc9
+	VPBROADCASTD (R8), Z27
+
+	// VDPBF16PS Z24, Z27, Z18
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS Z25, Z27, Z19
+	BYTE         $0x62
+	BYTE         $0x82
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd9
+	VPBROADCASTD (R8)(DX*1), Z26
+
+	// VDPBF16PS Z24, Z26, Z20
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS Z25, Z26, Z21
+	BYTE         $0x62
+	BYTE         $0x82
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xe9
+	VPBROADCASTD (R8)(DX*2), Z27
+
+	// VDPBF16PS Z24, Z27, Z22
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf0
+
+	// VDPBF16PS Z25, Z27, Z23
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf9
+	ADDQ BX, CX
+	ADDQ BX, SI
+	ADDQ BX, DI
+	ADDQ BX, R8
+	ADDQ $0x00000080, R9
+	DECQ AX
+	JNZ  dots_loop
+
+dots_store:
+	MOVQ    R10, R12
+	VMOVUPS Z0, (R12)
+	VMOVUPS Z1, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z2, (R12)
+	VMOVUPS Z3, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z4, (R12)
+	VMOVUPS Z5, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z6, (R12)
+	VMOVUPS Z7, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z8, (R12)
+	VMOVUPS Z9, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z10, (R12)
+	VMOVUPS Z11, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z12, (R12)
+	VMOVUPS Z13, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z14, (R12)
+	VMOVUPS Z15, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z16, (R12)
+	VMOVUPS Z17, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z18, (R12)
+	VMOVUPS Z19, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z20, (R12)
+	VMOVUPS Z21, 64(R12)
+	ADDQ    R11, R12
+	VMOVUPS Z22, (R12)
+	VMOVUPS Z23, 64(R12)
+	VZEROUPPER
+	RET
+
 // func amxStrip32x32(cfg *byte, pairs int, a *uint16, lda int, b *uint16, bstride int, c *float32, ldc int, panels int, acc bool)
 TEXT ·amxStrip32x32(SB), NOSPLIT, $0-73
 	MOVQ cfg+0(FP), DI

@@ -9,6 +9,11 @@ package bf16gemm
 //go:noescape
 func dotTile12x32(pairs int, a *uint16, b *uint16, c *float32, ldc int, acc bool)
 
+// dotTile12x32s is dotTile12x32 reading A in place: A(i, pair p) is the dword at byte offset i*rs + p*ps from a.
+//
+//go:noescape
+func dotTile12x32s(pairs int, a *uint16, rs int, ps int, b *uint16, c *float32, ldc int, acc bool)
+
 // amxStrip32x32 computes panels 32x32 tiles of C side by side from one A panel and consecutive B panels (bstride elements apart) with TDPBF16PS (C = A·B, or C += A·B if acc); pairs is a multiple of 16, panels at least 1.
 //
 //go:noescape

@@ -27,7 +27,8 @@ import (
 
 func main() {
 	ConstraintExpr("amd64,!purego")
-	genDot()
+	genDot(false)
+	genDot(true)
 	genAMX()
 	genPackPairRows()
 	genGatherPairs()
@@ -50,12 +51,50 @@ const dotMR, dotNR = 12, 32
 // even one, each a float32 FMA with denormal inputs as zero and denormal
 // results flushed (SDM). Registers: accumulators Z0-Z23 (row i in Z2i,
 // Z2i+1), B in Z24-Z25, broadcast A in Z26-Z27.
-func genDot() {
-	TEXT("dotTile12x32", NOSPLIT, "func(pairs int, a, b *uint16, c *float32, ldc int, acc bool)")
-	Pragma("noescape")
-	Doc("dotTile12x32 computes a 12x32 tile of C from packed bf16 pair panels with VDPBF16PS (C = A·B, or C += A·B if acc).")
+//
+// With strided, it generates dotTile12x32s, the same kernel reading A in
+// place: A(i, pair p) is the dword at byte offset i*rs + p*ps from a (a
+// row-major A whose pairs are adjacent in its rows: rs its row stride in
+// bytes, ps 4), the twelve rows through four bases three rows apart.
+// The products, their order and C's loads and stores are the packed
+// kernel's, so both give the same bits on the same values.
+func genDot(strided bool) {
+	if strided {
+		TEXT("dotTile12x32s", NOSPLIT, "func(pairs int, a *uint16, rs, ps int, b *uint16, c *float32, ldc int, acc bool)")
+		Pragma("noescape")
+		Doc("dotTile12x32s is dotTile12x32 reading A in place: A(i, pair p) is the dword at byte offset i*rs + p*ps from a.")
+	} else {
+		TEXT("dotTile12x32", NOSPLIT, "func(pairs int, a, b *uint16, c *float32, ldc int, acc bool)")
+		Pragma("noescape")
+		Doc("dotTile12x32 computes a 12x32 tile of C from packed bf16 pair panels with VDPBF16PS (C = A·B, or C += A·B if acc).")
+	}
 	n := Load(Param("pairs"), GP64())
 	pa := Load(Param("a"), GP64())
+	// aRow is row i's address of the pair: packed, 4i past pa; in place,
+	// rs*(i%3) past the base of rows 3(i/3) to 3(i/3)+2.
+	var aRow func(i int) Mem
+	var bases []reg.Register
+	var ps reg.Register
+	if strided {
+		rs := Load(Param("rs"), GP64())
+		ps = Load(Param("ps"), GP64())
+		bases = []reg.Register{pa}
+		for range 3 {
+			b := GP64()
+			LEAQ(Mem{Base: bases[len(bases)-1], Index: rs, Scale: 2}, b)
+			ADDQ(rs, b) // three rows past the last base
+			bases = append(bases, b)
+		}
+		aRow = func(i int) Mem {
+			m := Mem{Base: bases[i/3]}
+			if i%3 > 0 {
+				m.Index, m.Scale = rs, uint8(i%3)
+			}
+			return m
+		}
+	} else {
+		aRow = func(i int) Mem { return Mem{Base: pa, Disp: 4 * i} }
+	}
 	pb := Load(Param("b"), GP64())
 	pc := Load(Param("c"), GP64())
 	ldc := Load(Param("ldc"), GP64())
@@ -64,9 +103,15 @@ func genDot() {
 	zr := []reg.Register{reg.Z0, reg.Z1, reg.Z2, reg.Z3, reg.Z4, reg.Z5, reg.Z6, reg.Z7, reg.Z8, reg.Z9,
 		reg.Z10, reg.Z11, reg.Z12, reg.Z13, reg.Z14, reg.Z15, reg.Z16, reg.Z17, reg.Z18, reg.Z19,
 		reg.Z20, reg.Z21, reg.Z22, reg.Z23, reg.Z24, reg.Z25, reg.Z26, reg.Z27}
+	l := func(name string) string {
+		if strided {
+			return "dots_" + name
+		}
+		return "dot_" + name
+	}
 	row := GP64()
 	TESTB(acc, acc)
-	JZ(LabelRef("dot_zero"))
+	JZ(LabelRef(l("zero")))
 	MOVQ(pc, row)
 	for i := range dotMR {
 		VMOVUPS(Mem{Base: row}, zr[2*i])
@@ -75,31 +120,37 @@ func genDot() {
 			ADDQ(ldc, row)
 		}
 	}
-	JMP(LabelRef("dot_loop_test"))
-	Label("dot_zero")
+	JMP(LabelRef(l("loop_test")))
+	Label(l("zero"))
 	for i := range 2 * dotMR {
 		VPXORD(zr[i], zr[i], zr[i])
 	}
-	Label("dot_loop_test")
+	Label(l("loop_test"))
 	TESTQ(n, n)
-	JZ(LabelRef("dot_store"))
-	Label("dot_loop")
+	JZ(LabelRef(l("store")))
+	Label(l("loop"))
 	VMOVUPS(Mem{Base: pb}, zr[24])
 	VMOVUPS(Mem{Base: pb, Disp: 64}, zr[25])
 	for i := range dotMR {
 		t := 26 + i%2
-		VPBROADCASTD(Mem{Base: pa, Disp: 4 * i}, zr[t])
+		VPBROADCASTD(aRow(i), zr[t])
 		for h, bv := range []int{24, 25} {
 			d := 2*i + h
 			x86enc.Emit(fmt.Sprintf("VDPBF16PS Z%d, Z%d, Z%d", bv, t, d), x86enc.VDPBF16PS(d, t, bv),
 				[]Op{zr[d], zr[t], zr[bv]}, []Op{zr[d]})
 		}
 	}
-	ADDQ(U32(4*dotMR), pa)
+	if strided {
+		for _, b := range bases {
+			ADDQ(ps, b)
+		}
+	} else {
+		ADDQ(U32(4*dotMR), pa)
+	}
 	ADDQ(U32(4*dotNR), pb)
 	DECQ(n)
-	JNZ(LabelRef("dot_loop"))
-	Label("dot_store")
+	JNZ(LabelRef(l("loop")))
+	Label(l("store"))
 	MOVQ(pc, row)
 	for i := range dotMR {
 		VMOVUPS(zr[2*i], Mem{Base: row})
