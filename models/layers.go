@@ -66,8 +66,8 @@ func (n *builder) attention(h *G.Node, l int) *G.Node {
 		y = n.do(func() (*G.Node, error) { return ops.MergeHeads(y, B, T, H) })                       // (B*T, C)
 	} else {
 		first := len(n.g.AllNodes())
-		c := n.attnCore(qkv[0], qkv[1], l, H)                                                   // (B*H, T, T)
-		y = n.do(func() (*G.Node, error) { return ops.CausalApplyHeads(c.dropped, qkv[2], H) }) // (B*T, C)
+		c := n.attnCore(qkv[0], qkv[1], l, H)                                                                      // (B*H, T, T)
+		y = n.do(func() (*G.Node, error) { return ops.CausalApplyHeads(c.dropped, qkv[2], H, n.causalOpts()...) }) // (B*T, C)
 		if n.fuse {
 			y = n.fused(c, qkv[2], y, first) // (B*T, C)
 		}
@@ -129,7 +129,26 @@ func (n *builder) fused(c attnCore, v, chain *G.Node, first int) *G.Node {
 // one op (ops.CausalProbsHeads): the scores q·kᵀ are never a tensor of
 // their own.
 func (n *builder) causalSoftmax(q, k *G.Node, H int) *G.Node {
-	return n.do(func() (*G.Node, error) { return ops.CausalProbsHeads(q, k, n.T, H, n.attnScale()) }) // (B*H, T, T)
+	return n.do(func() (*G.Node, error) { return ops.CausalProbsHeads(q, k, n.T, H, n.attnScale(), n.causalOpts()...) }) // (B*H, T, T)
+}
+
+// causalOpts are the options of the attention's causal products: under a
+// 16-bit policy, the scores' gradient in its format (ops.GradientsIn: the
+// fused scores are a value the policy would store); on the bf16 policy's
+// speed path (the linear layers on internal/bf16gemm), bf16 products too
+// (ops.BF16Products), as torch.autocast runs the attention's matmuls in
+// bf16; none under f32.
+func (n *builder) causalOpts() []ops.CausalOption {
+	var opts []ops.CausalOption
+	for _, h := range n.hooks {
+		if mp, ok := h.(*mixed); ok {
+			opts = append(opts, ops.GradientsIn(mp.act))
+			if mp.gemm16 {
+				opts = append(opts, ops.BF16Products())
+			}
+		}
+	}
+	return opts
 }
 
 // attnScale is the scores' scale 1/√hs.

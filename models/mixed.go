@@ -43,7 +43,15 @@ import (
 //     stored value is rounded to 16 bits (this is where fp16's small
 //     gradients flush to zero without loss scaling), and the gradient of a
 //     16-bit weight copy is rounded once before it is added, in float32,
-//     into the master's gradient.
+//     into the master's gradient. The attention's scores, which
+//     CausalProbs fuses with their softmax and never stores, have their
+//     gradient rounded as a stored value's (ops.GradientsIn), as
+//     torch.autocast's bf16 scores do.
+//   - on the bf16 speed path (the linear layers on internal/bf16gemm) the
+//     attention's products multiply bf16 too (ops.BF16Products: VDPBF16PS
+//     where bf16gemm's calibration finds it faster on the items' size);
+//     their operands are all stored bf16 values, so only the order of the
+//     float32 sums differs from the cast step's.
 //
 // What stays float32, and why: every op computes in float32 (with float64
 // row sums where the f32 ops have them) on inputs cast up, so the

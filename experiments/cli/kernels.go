@@ -19,6 +19,7 @@ func init() {
 	reports.NameKernel("bf16 casts", func() string { return encDec("bf16") })
 	reports.NameKernel("scaler checks", func() string { return precision.Kernels()["check"] })
 	reports.NameKernel("bf16 matmul", bf16gemm.Path)
+	reports.NameKernel("bf16 attention", bf16gemm.CausalPath)
 	reports.NameKernel("crc32c", crc32c.Kernel)
 	reports.NameKernel("int8 matmul", qgemm.Kernels)
 	reports.NameKernel("paged decode", models.PagedKernel)

@@ -22,7 +22,7 @@ func TestEnvNamesTheKernelsInUse(t *testing.T) {
 			t.Errorf("env names %s kernel %v, want %s", want.component, v, want.name)
 		}
 	}
-	for _, c := range []string{"elementwise", "fp16 casts", "bf16 casts", "scaler checks", "bf16 matmul"} {
+	for _, c := range []string{"elementwise", "fp16 casts", "bf16 casts", "scaler checks", "bf16 matmul", "bf16 attention"} {
 		if v, ok := e.Kernels.Get(c); !ok || v == "" {
 			t.Errorf("env names no %s kernel", c)
 		}

@@ -54,26 +54,36 @@ import (
 const causalRows = 4 * sgemm.MaxRowPanel
 
 // CausalScores is a·bᵀ on and below the diagonal of each (T, T) item.
-func CausalScores(a, b *G.Node) (*G.Node, error) {
-	return G.ApplyOp(causalOp{kind: causalScores}, a, b)
+func CausalScores(a, b *G.Node, opts ...CausalOption) (*G.Node, error) {
+	return G.ApplyOp(causalOp{kind: causalScores}.with(opts), a, b)
 }
 
 // CausalProbs is CausalSoftmax(CausalScores(q, k), scale), fused (see
 // causalRows); scale must be positive. Its gradient is that of the two
 // ops: ds = CausalSoftmaxGrad(p, dp), then dq = CausalApply(ds, k) and
 // dk = causalApplyT(ds, q).
-func CausalProbs(q, k *G.Node, scale float64) (*G.Node, error) {
+func CausalProbs(q, k *G.Node, scale float64, opts ...CausalOption) (*G.Node, error) {
 	if !(scale > 0) || math.IsInf(scale, 1) {
 		return nil, fmt.Errorf("CausalProbs: scale %v, want a positive finite number", scale)
 	}
-	return G.ApplyOp(causalOp{kind: causalProbs, scale: scale}, q, k)
+	return G.ApplyOp(causalOp{kind: causalProbs, scale: scale}.with(opts), q, k)
 }
 
 // CausalApply is l·m for lower-triangular items l, zero above the
 // diagonal. Its gradient with respect to l is the lower triangle only (the
 // upper entries are not variables: they are zero by construction, as a
 // causal softmax's are).
-func CausalApply(l, m *G.Node) (*G.Node, error) { return G.ApplyOp(causalOp{kind: causalApply}, l, m) }
+func CausalApply(l, m *G.Node, opts ...CausalOption) (*G.Node, error) {
+	return G.ApplyOp(causalOp{kind: causalApply}.with(opts), l, m)
+}
+
+// with is op with the options opts applied.
+func (op causalOp) with(opts []CausalOption) causalOp {
+	for _, o := range opts {
+		o(&op)
+	}
+	return op
+}
 
 type causalKind int
 
@@ -92,6 +102,10 @@ type causalOp struct {
 	kind  causalKind
 	scale float64 // causalProbs: the softmax's scale
 	heads heads   // how the (T, d) operands are laid out
+	bf16  bool    // multiply on bf16 operands (BF16Products)
+	// grad16 is the 16-bit type CausalProbs rounds its scores' gradient
+	// to (GradientsIn), or 0: not rounded.
+	grad16 arena.Dtype
 }
 
 func (op causalOp) Arity() int { return 2 }
@@ -181,18 +195,17 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 		return nil, err
 	}
 	N, T, d := op.dims(shapesOfBufs(in))
-	z := out.F32
-	nx, ny, nz := T*d, T*d, T*T // one item's elements, for the split
-	if !op.kind.scores() {
-		nx, nz = T*T, T*d
+	if op.bf16 {
+		return op.bind16(out, in, N, T, d)
 	}
+	z := out.F32
 	r := newCausalReader(op, T, d, in)
-	per := r.scratch()
+	per := r.scratch(true)
 	var split *par.Split
 	var wide []float32 // each chunk's widened bf16 operands
-	each := func(f func(o causalItem, i int)) func() {
-		split = par.New(N, nx+ny+nz, func(lo, hi int) {
-			c := r.chunk(wide[split.ChunkOf(lo)*per:][:per])
+	each := func(f func(o causalItem[float32], i int)) func() {
+		split = par.New(N, causalItemSize(op, T, d), func(lo, hi int) {
+			c := chunkOf(r, wide[split.ChunkOf(lo)*per:][:per])
 			for i := lo; i < hi; i++ {
 				f(c.item(i, z), i)
 			}
@@ -202,13 +215,13 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	}
 	impl := tensor.WhichBLAS()
 	if causalOnSgemm(impl) {
-		return each(func(o causalItem, _ int) { op.lower(T, d, o) }), nil
+		return each(func(o causalItem[float32], _ int) { lowerItem(op, T, d, o, causalProducts[float32](sgemmCausal{})) }), nil
 	}
 	// tris[i] is item i's copy of a diagonal block with its upper part
 	// zeroed, so that l's entries above the diagonal are never read (the
 	// products are exact for any l, not just one that is triangular).
 	tris := make([]float32, N*causalRows*causalRows)
-	return each(func(o causalItem, i int) {
+	return each(func(o causalItem[float32], i int) {
 		tri := tris[i*causalRows*causalRows : (i+1)*causalRows*causalRows]
 		a, b, c := o.a, o.b, o.c
 		for r0 := 0; r0 < T; r0 += causalRows {
@@ -243,12 +256,22 @@ func (op causalOp) bind(out arena.Buf, in []arena.Buf) (func(), error) {
 	}), nil
 }
 
-// causalItem is one item's operands a, b and the output c, each from its
-// first element, with their row strides: a is (T, d) for scores, (T, T)
-// otherwise; b is (T, d); c is (T, T) for scores, (T, d) otherwise.
-type causalItem struct {
-	a, b, c       []float32
+// causalItem is one item's operands a, b (as E: float32, or bf16 bits)
+// and the output c, each from its first element, with their row strides:
+// a is (T, d) for scores, (T, T) otherwise; b is (T, d); c is (T, T) for
+// scores, (T, d) otherwise.
+type causalItem[E uint16 | float32] struct {
+	a, b          []E
+	c             []float32
 	lda, ldb, ldc int
+}
+
+// causalItemSize is one item's elements, inputs and output, for the split.
+func causalItemSize(op causalOp, T, d int) int {
+	if op.kind.scores() {
+		return 2*T*d + T*T
+	}
+	return T*T + 2*T*d
 }
 
 // causalOnSgemm reports whether impl is gptlab's sgemm, whose causal
@@ -259,21 +282,42 @@ func causalOnSgemm(impl tensor.BLAS) bool {
 	return ok
 }
 
-// lower computes one (T, T) item's product on sgemm's causal products;
+// causalProducts are the three causal products on operands of type E:
+// sgemm's float32 ones (sgemmCausal), or bf16gemm's on bf16 bits.
+type causalProducts[E uint16 | float32] interface {
+	LowerABt(r0, r1, k int, a []E, lda int, b []E, ldb int, c []float32, ldc int)
+	LowerLB(t, n int, l []E, ldl int, b []E, ldb int, c []float32, ldc int)
+	LowerLtB(t, n int, l []E, ldl int, b []E, ldb int, c []float32, ldc int)
+}
+
+// sgemmCausal is sgemm's causal products as causalProducts.
+type sgemmCausal struct{}
+
+func (sgemmCausal) LowerABt(r0, r1, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	sgemm.LowerABt(r0, r1, k, a, lda, b, ldb, c, ldc)
+}
+func (sgemmCausal) LowerLB(t, n int, l []float32, ldl int, b []float32, ldb int, c []float32, ldc int) {
+	sgemm.LowerLB(0, t, n, l, ldl, b, ldb, c, ldc)
+}
+func (sgemmCausal) LowerLtB(t, n int, l []float32, ldl int, b []float32, ldb int, c []float32, ldc int) {
+	sgemm.LowerLtB(t, n, l, ldl, b, ldb, c, ldc)
+}
+
+// lowerItem computes one (T, T) item's product on the causal products p;
 // scores and probabilities by blocks of causalRows rows, each finished
 // (zeroed above the diagonal, or its rows' softmax) while in cache.
-func (op causalOp) lower(T, d int, o causalItem) {
+func lowerItem[E uint16 | float32](op causalOp, T, d int, o causalItem[E], p causalProducts[E]) {
 	switch op.kind {
 	case causalScores, causalProbs:
 		for r0 := 0; r0 < T; r0 += causalRows {
 			r1 := min(r0+causalRows, T)
-			sgemm.LowerABt(r0, r1, d, o.a[r0*o.lda:], o.lda, o.b, o.ldb, o.c[r0*T:], T)
+			p.LowerABt(r0, r1, d, o.a[r0*o.lda:], o.lda, o.b, o.ldb, o.c[r0*T:], T)
 			op.finishRows(o.c, T, r0, r1)
 		}
 	case causalApply:
-		sgemm.LowerLB(0, T, d, o.a, T, o.b, o.ldb, o.c, o.ldc)
+		p.LowerLB(T, d, o.a, o.lda, o.b, o.ldb, o.c, o.ldc)
 	case causalApplyT:
-		sgemm.LowerLtB(T, d, o.a, T, o.b, o.ldb, o.c, o.ldc)
+		p.LowerLtB(T, d, o.a, o.lda, o.b, o.ldb, o.c, o.ldc)
 	}
 }
 
@@ -334,10 +378,17 @@ func (op causalOp) reference(z, x, y []float64, N, T, d int) {
 func (op causalOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op causalOp) Hashcode() uint32      { return hashOf(op) }
 func (op causalOp) String() string {
+	s := [...]string{"CausalScores", "CausalApply", "CausalApplyT"}[min(op.kind, causalApplyT)] + op.heads.String()
 	if op.kind == causalProbs {
-		return fmt.Sprintf("CausalProbs{%v}%v", op.scale, op.heads)
+		s = fmt.Sprintf("CausalProbs{%v}%v", op.scale, op.heads)
 	}
-	return [...]string{"CausalScores", "CausalApply", "CausalApplyT"}[op.kind] + op.heads.String()
+	if op.bf16 {
+		s += "{bf16}"
+	}
+	if op.grad16 != 0 && op.kind == causalProbs {
+		s += fmt.Sprintf("{grads %v}", op.grad16)
+	}
+	return s
 }
 func (op causalOp) DiffWRT(n int) []bool {
 	return []bool{op.kind != causalApplyT, op.kind != causalApplyT}
@@ -346,17 +397,22 @@ func (op causalOp) DiffWRT(n int) []bool {
 // SymDiff: see the comment at causalRows.
 func (op causalOp) SymDiff(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
 	apply := func(kind causalKind, a, b *G.Node) (*G.Node, error) {
-		return G.ApplyOp(causalOp{kind: kind, heads: op.heads}, a, b)
+		return G.ApplyOp(causalOp{kind: kind, heads: op.heads, bf16: op.bf16}, a, b)
 	}
 	var d0, d1 *G.Node
 	var err error
 	switch op.kind {
 	case causalProbs: // through the softmax's gradient, then as causalScores
 		ds, err := G.ApplyOp(causalSoftmaxOp{scale: op.scale, grad: true}, out, grad)
+		if err == nil && op.grad16 != 0 { // the scores' gradient, rounded as a stored value's
+			if ds, err = arena.Cast(ds, arena.F32, op.grad16); err == nil {
+				ds, err = arena.Cast(ds, op.grad16, arena.F32)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
-		return causalOp{kind: causalScores, heads: op.heads}.SymDiff(in, nil, ds)
+		return causalOp{kind: causalScores, heads: op.heads, bf16: op.bf16}.SymDiff(in, nil, ds)
 	case causalScores:
 		if d0, err = apply(causalApply, grad, in[1]); err == nil {
 			d1, err = apply(causalApplyT, grad, in[0])

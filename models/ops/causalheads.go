@@ -28,21 +28,21 @@ import (
 // CausalProbsHeads is CausalProbs with q and k read as H heads in place:
 // q and k are (B*T, C) rows of B sequences of T tokens, C = H·d, and item
 // b·H + h of the (B*H, T, T) probabilities is head h of sequence b.
-func CausalProbsHeads(q, k *G.Node, T, H int, scale float64) (*G.Node, error) {
+func CausalProbsHeads(q, k *G.Node, T, H int, scale float64, opts ...CausalOption) (*G.Node, error) {
 	if !(scale > 0) || math.IsInf(scale, 1) {
 		return nil, fmt.Errorf("CausalProbsHeads: scale %v, want a positive finite number", scale)
 	}
 	if err := checkHeads("CausalProbsHeads", T, H); err != nil {
 		return nil, err
 	}
-	return G.ApplyOp(causalOp{kind: causalProbs, scale: scale, heads: heads{H: H, T: T}}, q, k)
+	return G.ApplyOp(causalOp{kind: causalProbs, scale: scale, heads: heads{H: H, T: T}}.with(opts), q, k)
 }
 
 // CausalApplyHeads is CausalApply with v and the output as H heads in
 // place: l (B*H, T, T) times v (B*T, C) -> (B*T, C), item b·H + h of l
 // times head h of sequence b's rows of v, into the same columns of the
 // output.
-func CausalApplyHeads(l, v *G.Node, H int) (*G.Node, error) {
+func CausalApplyHeads(l, v *G.Node, H int, opts ...CausalOption) (*G.Node, error) {
 	if err := checkHeads("CausalApplyHeads", 1, H); err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func CausalApplyHeads(l, v *G.Node, H int) (*G.Node, error) {
 	if s.Dims() != 3 || s[1] < 1 {
 		return nil, fmt.Errorf("CausalApplyHeads: l %v, want (B*H, T, T)", s)
 	}
-	return G.ApplyOp(causalOp{kind: causalApply, heads: heads{H: H, T: s[1]}}, l, v)
+	return G.ApplyOp(causalOp{kind: causalApply, heads: heads{H: H, T: s[1]}}.with(opts), l, v)
 }
 
 func checkHeads(name string, T, H int) error {
@@ -105,7 +105,7 @@ func (l heads) check(op fmt.Stringer, scores bool, x, y tensor.Shape) (tensor.Sh
 
 // mat returns item i's (T, d) matrix in x, a (T, d) operand in layout l,
 // from its first element to its last, and its row stride.
-func mat[F float](l heads, x []F, i, T, d int) ([]F, int) {
+func mat[E any](l heads, x []E, i, T, d int) ([]E, int) {
 	if l.H == 0 {
 		return x[i*T*d : (i+1)*T*d], d
 	}
