@@ -137,14 +137,9 @@ func (ck CausalKernel) causal(kind CausalKind, o operands, r0 int, span func(i0,
 		// A full row panel of a row-major A is read where it is stored
 		// when its pairs end within its rows; otherwise A's panel holds
 		// the depths [d0, d1) only, op(A) from depth d0 on.
-		tile := func(b *uint16, c *float32, ldc int) {
-			kern.tile(pairs, &s.a[0], b, c, ldc, false)
-		}
+		a, lda := &s.a[0], 0 // A's panel, or A in place
 		if kern.inPlace != nil && !o.aT && rows == mr && d1 <= o.k && pairs > 0 {
-			a := &o.a[i0*o.lda+d0]
-			tile = func(b *uint16, c *float32, ldc int) {
-				kern.inPlace(pairs, a, 2*o.lda, 4, b, c, ldc, false)
-			}
+			a, lda = &o.a[i0*o.lda+d0], o.lda
 		} else if pairs > 0 {
 			oa := o
 			oa.k = min(d1, o.k) - d0
@@ -165,10 +160,10 @@ func (ck CausalKernel) causal(kind CausalKind, o operands, r0 int, span func(i0,
 			}
 			panel := &s.b[(j0/nr)*kp*nr+p0*2*nr]
 			if rows == mr && w == nr {
-				tile(panel, &o.c[i0*o.ldc+j0], o.ldc)
+				kern.tileA(pairs, a, lda, panel, &o.c[i0*o.ldc+j0], o.ldc)
 				continue
 			}
-			tile(panel, &s.t[0], nr)
+			kern.tileA(pairs, a, lda, panel, &s.t[0], nr)
 			for i := range rows {
 				copy(o.c[(i0+i)*o.ldc+j0:][:w], s.t[i*nr:][:w])
 			}

@@ -35,6 +35,16 @@ type kernel struct {
 	inPlace inPlaceFunc
 }
 
+// tileA runs kern's tile over pairs pairs on A at a: its packed panel
+// (lda 0) or, in place, a row-major A's rows lda elements apart.
+func (kern *kernel) tileA(pairs int, a *uint16, lda int, b *uint16, c *float32, ldc int) {
+	if lda == 0 {
+		kern.tile(pairs, a, b, c, ldc, false)
+		return
+	}
+	kern.inPlace(pairs, a, 2*lda, 4, b, c, ldc, false)
+}
+
 // inPlaceFunc is a tileFunc reading A in place: A(i, pair p) is the
 // dword at byte offset i*rs + p*ps from a.
 type inPlaceFunc func(pairs int, a *uint16, rs, ps int, b *uint16, c *float32, ldc int, acc bool)
@@ -142,11 +152,19 @@ func (j *job) RunChunk(q int) {
 	scratchPool.Put(s)
 }
 
-// rowPanel computes rows [i0, i0+mr) of C (those that exist).
+// rowPanel computes rows [i0, i0+mr) of C (those that exist). A full
+// panel of a row-major A of even depth is read where it is stored by a
+// kernel that can (inPlace: the same products in the same order as on
+// its packed panel, so the same bits); any other is packed.
 func rowPanel(kern *kernel, o operands, bp []uint16, kp, pairs, i0 int, s *scratch) {
-	packA(kern, o, s.a, kp, i0)
 	mr, nr := kern.mr, kern.nr
 	rows := min(mr, o.m-i0)
+	a, lda := &s.a[0], 0 // A's panel, or A in place
+	if kern.inPlace != nil && !o.aT && rows == mr && kp == o.k {
+		a, lda = &o.a[i0*o.lda], o.lda
+	} else {
+		packA(kern, o, s.a, kp, i0)
+	}
 	j0 := 0
 	if full := o.n / nr; kern.strip != nil && rows == mr && full > 0 {
 		kern.strip(pairs, &s.a[0], &bp[0], kp*nr, &o.c[i0*o.ldc], o.ldc, full, false)
@@ -156,10 +174,10 @@ func rowPanel(kern *kernel, o operands, bp []uint16, kp, pairs, i0 int, s *scrat
 		panel := &bp[(j0/nr)*kp*nr]
 		cols := min(nr, o.n-j0)
 		if rows == mr && cols == nr {
-			kern.tile(pairs, &s.a[0], panel, &o.c[i0*o.ldc+j0], o.ldc, false)
+			kern.tileA(pairs, a, lda, panel, &o.c[i0*o.ldc+j0], o.ldc)
 			continue
 		}
-		kern.tile(pairs, &s.a[0], panel, &s.t[0], nr, false)
+		kern.tileA(pairs, a, lda, panel, &s.t[0], nr)
 		for i := range rows {
 			copy(o.c[(i0+i)*o.ldc+j0:][:cols], s.t[i*nr:][:cols])
 		}

@@ -55,9 +55,17 @@ func vdpbf16ps(acc float32, a, b uint32) float32 {
 func dwords(p *uint16, n int) []uint32 { return unsafe.Slice((*uint32)(unsafe.Pointer(p)), n) }
 
 // emuDotTile is dotTile12x32's contract: for each of the 12×32 outputs,
-// VDPBF16PS over the pairs in order, from C (acc) or +0.
+// VDPBF16PS over the pairs in order, from C (acc) or +0 (the in-place
+// contract on the packed panel: row i's pair p at dword p*12+i).
 func emuDotTile(pairs int, a, b *uint16, c *float32, ldc int, acc bool) {
-	as, bs := dwords(a, pairs*dotMR), dwords(b, pairs*dotNR)
+	emuDotTileInPlace(pairs, a, 4, 4*dotMR, b, c, ldc, acc)
+}
+
+// emuDotTileInPlace is dotTile12x32s's contract: for each of the 12×32
+// outputs, VDPBF16PS over the pairs in order, from C (acc) or +0, with
+// A(i, pair p) the dword at byte offset i*rs + p*ps from a.
+func emuDotTileInPlace(pairs int, a *uint16, rs, ps int, b *uint16, c *float32, ldc int, acc bool) {
+	bs := dwords(b, pairs*dotNR)
 	cs := unsafe.Slice(c, (dotMR-1)*ldc+dotNR)
 	for i := range dotMR {
 		for j := range dotNR {
@@ -66,16 +74,16 @@ func emuDotTile(pairs int, a, b *uint16, c *float32, ldc int, acc bool) {
 				v = cs[i*ldc+j]
 			}
 			for p := range pairs {
-				v = vdpbf16ps(v, as[p*dotMR+i], bs[p*dotNR+j])
+				v = vdpbf16ps(v, *(*uint32)(unsafe.Add(unsafe.Pointer(a), i*rs+p*ps)), bs[p*dotNR+j])
 			}
 			cs[i*ldc+j] = v
 		}
 	}
 }
 
-// emuDotKernel is the VDPBF16PS kernel family with the emulated tile.
+// emuDotKernel is the VDPBF16PS kernel family with the emulated tiles.
 func emuDotKernel() *kernel {
-	return &kernel{name: "emu-avx512bf16", mr: dotMR, nr: dotNR, step: 2, tile: emuDotTile}
+	return &kernel{name: "emu-avx512bf16", mr: dotMR, nr: dotNR, step: 2, tile: emuDotTile, inPlace: emuDotTileInPlace}
 }
 
 // amx is an emulated AMX unit: the tile configuration and eight tiles of

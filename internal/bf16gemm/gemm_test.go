@@ -287,7 +287,8 @@ func TestKernelEncodings(t *testing.T) {
 			"tileloadd (%rsi,%rdx,1),%tmm4", "tileloadd (%r11,%rdx,1),%tmm5", "tileloadd (%rcx,%rax,1),%tmm6",
 			"tileloadd (%rbx,%rax,1),%tmm7", "tdpbf16ps %tmm6,%tmm4,%tmm0", "tdpbf16ps %tmm7,%tmm4,%tmm1",
 			"tdpbf16ps %tmm6,%tmm5,%tmm2", "tdpbf16ps %tmm7,%tmm5,%tmm3", "tilestored %tmm3,(%rdi,%r9,1)", "tilerelease"},
-		"dotTile12x32": {"vdpbf16ps %zmm24,%zmm26,%zmm0", "vdpbf16ps %zmm25,%zmm26,%zmm1", "vdpbf16ps %zmm25,%zmm27,%zmm23"},
+		"dotTile12x32":  {"vdpbf16ps %zmm24,%zmm26,%zmm0", "vdpbf16ps %zmm25,%zmm26,%zmm1", "vdpbf16ps %zmm25,%zmm27,%zmm23"},
+		"dotTile12x32s": {"vdpbf16ps %zmm24,%zmm26,%zmm0", "vdpbf16ps %zmm25,%zmm26,%zmm1", "vdpbf16ps %zmm25,%zmm27,%zmm23"},
 	}
 	for _, fn := range strings.Split(string(src), "TEXT ·")[1:] {
 		name := fn[:strings.Index(fn, "(")]
