@@ -121,7 +121,7 @@ func runPrecision(ctx context.Context, cfg *precisionConfig, opt lab.Options) (*
 	var how gemmRates
 	stepGEMMs(&how, runs[1].policy)
 	gemm := measureGEMMs(tc.Model, cfg.GEMMRuns)
-	gemm.linear, gemm.mode, gemm.choices = how.linear, how.mode, how.choices
+	gemm.linear, gemm.mode, gemm.choices, gemm.causal = how.linear, how.mode, how.choices, how.causal
 	return precisionReport(cfg, tc, runs, gemm)
 }
 

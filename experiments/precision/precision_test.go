@@ -200,3 +200,35 @@ func TestAMXTargetOnLargeShapes(t *testing.T) {
 		t.Errorf("notes %q: want AMX's measured 1.50x", r.Notes)
 	}
 }
+
+// TestCausalCalibrationTable: the report lists the attention's causal
+// products as bf16gemm calibrated them, each row's chosen path and its
+// rate over widen's, and has no such table where none was calibrated.
+func TestCausalCalibrationTable(t *testing.T) {
+	g := gemmRates{causal: []bf16gemm.CausalChoice{
+		{Kind: bf16gemm.CausalLB, T: 64, D: 32, Paths: []string{"widen", "avx512bf16"}, Seconds: []float64{2e-6, 1e-6}, Path: "avx512bf16"},
+		{Kind: bf16gemm.CausalLtB, T: 64, D: 32, Paths: []string{"widen", "avx512bf16"}, Seconds: []float64{1e-6, 1.5e-6}, Path: "widen"},
+	}}
+	r := reports.New("precision", "test")
+	addCausalTable(r, g)
+	if len(r.Tables) != 1 || len(r.Tables[0].Rows) != 2 {
+		t.Fatalf("tables %v, want one of two rows", r.Tables)
+	}
+	for i, want := range []struct {
+		path  string
+		ratio float64
+	}{{"avx512bf16", 2}, {"widen", 1}} {
+		row := r.Tables[0].Rows[i]
+		if row[4] != want.path || row[5] != want.ratio {
+			t.Errorf("row %d: %v, want %s chosen at %vx widen", i, row, want.path, want.ratio)
+		}
+	}
+	if rate := g.causal[0].Rate(0); rate != 64*65*32/2e-6/1e9 {
+		t.Errorf("widen's rate %v GFLOP/s, want the triangle's multiply-adds over its time", rate)
+	}
+	r = reports.New("precision", "test")
+	addCausalTable(r, gemmRates{})
+	if len(r.Tables) != 0 {
+		t.Errorf("no causal product calibrated, yet %d tables", len(r.Tables))
+	}
+}

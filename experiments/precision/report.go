@@ -96,6 +96,7 @@ func precisionReport(cfg *precisionConfig, tc models.TrainConfig, runs []*policy
 
 	addGEMMTable(r, gemm)
 	addCalibrationTable(r, gemm)
+	addCausalTable(r, gemm)
 	precisionChecks(r, runs, gemm)
 
 	r.Note("In the graph, not simulated: every forward op's output is cast down to the storage format where it is " +
@@ -265,13 +266,14 @@ type gemmRates struct {
 	// products, empty where a path was forced or none ran.
 	linear, mode string
 	choices      []bf16gemm.Choice
+	causal       []bf16gemm.CausalChoice // the attention's causal products
 }
 
 // stepGEMMs records how the bf16 step's products ran (call after
 // training, before measureGEMMs forces paths).
 func stepGEMMs(g *gemmRates, bf16 precision.Policy) {
 	g.linear, g.mode = models.GEMMPath(bf16), bf16gemm.Mode()
-	g.choices = bf16gemm.Choices()
+	g.choices, g.causal = bf16gemm.Choices(), bf16gemm.CausalChoices()
 }
 
 // hardware reports whether some product of the bf16 step ran on
@@ -362,6 +364,27 @@ func addCalibrationTable(r *reports.Report, g gemmRates) {
 		"where it beats widen (the operands widened to float32 and multiplied by internal/sgemm) by more than 3%%. "+
 		"A product whose operand the step holds as float32 (its cast up has a reader that needs it) converts it on a "+
 		"hardware path. GPTLAB_BF16=widen|avx512bf16|amx forces one.", rounds)
+}
+
+// addCausalTable lists the calibration of the bf16 step's attention
+// products, where any ran calibrated.
+func addCausalTable(r *reports.Report, g gemmRates) {
+	if len(g.causal) == 0 {
+		return
+	}
+	t := r.AddTable("Calibration: the attention's causal products of the bf16 step, GFLOP/s",
+		reports.Text("product"), reports.Text("item T×T×d"), reports.Float("widen", 1), reports.Float("avx512bf16", 1),
+		reports.Text("chosen"), reports.Ratio("chosen / widen"))
+	for _, c := range g.causal {
+		chosen := c.Rate(0)
+		if c.Path != c.Paths[0] {
+			chosen = c.Rate(1)
+		}
+		t.Row(c.Kind.String(), fmt.Sprintf("%d×%d×%d", c.T, c.T, c.D), c.Rate(0), c.Rate(1), c.Path, chosen/c.Rate(0))
+	}
+	t.Note("One item (one head of one sequence) of each product, timed as the products above on first use: the " +
+		"scores on and below the diagonal (A·Bᵀ lower), and the products with the probabilities or their gradient, " +
+		"lower triangular, as L·B and Lᵀ·B. Rates count the triangle's multiply-adds, T(T+1)/2·d of them.")
 }
 
 // largestShape is the index of the shape of most work.

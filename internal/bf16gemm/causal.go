@@ -207,6 +207,12 @@ type CausalChoice struct {
 	Path    string
 }
 
+// Rate is candidate i's GFLOP/s, counting the multiply-adds of the
+// triangle the product needs (T(T+1)/2·D).
+func (c CausalChoice) Rate(i int) float64 {
+	return float64(c.T) * float64(c.T+1) * float64(c.D) / c.Seconds[i] / 1e9
+}
+
 func (c CausalChoice) String() string {
 	return fmt.Sprintf("%v %d×%d×%d: %s", c.Kind, c.T, c.T, c.D, c.Path)
 }
