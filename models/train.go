@@ -33,6 +33,12 @@ type TrainConfig struct {
 	// The master weights and AdamW's moments are float32 under every
 	// policy; checkpoints keep its name.
 	Precision precision.Policy
+	// Streams is how the training step runs on the cores (WithStreams):
+	// OneStream, the zero value, each op split across them; HalfBatches,
+	// the batch's two halves on two streams (an even batch, no Steps), as
+	// `bench train` runs it by default. The evaluation model runs on one.
+	// It is not saved in checkpoints.
+	Streams Streams
 }
 
 // DefaultBeta2 is the reference's AdamW second-moment decay.
@@ -202,6 +208,9 @@ func (t *Trainer) ensureModel() error {
 	opts := t.opts
 	if t.Cfg.Steps != nil {
 		opts = append(slices.Clip(opts), WithStepSchedule(*t.Cfg.Steps))
+	}
+	if t.Cfg.Streams != OneStream {
+		opts = append(slices.Clip(opts), WithStreams(t.Cfg.Streams))
 	}
 	m, err := NewModel(mc, t.Params, mc.Batch, mc.Block, true, opts...)
 	if err != nil {

@@ -125,10 +125,26 @@ func runPrecision(ctx context.Context, cfg *precisionConfig, opt lab.Options) (*
 	return precisionReport(cfg, tc, runs, gemm)
 }
 
+// stepMemory is the memory of policy c's training step as the arena
+// plans it for one stream: the halved step the lab times plans each
+// stream's buffers apart, a larger arena that says how two streams share
+// it, not what the policy keeps.
+func stepMemory(c models.TrainConfig, tr *models.Trainer) (models.StepMemory, error) {
+	m, err := models.NewModel(c.Model, tr.Params, c.Model.Batch, c.Model.Block, true, models.WithPrecision(c.Precision))
+	if err != nil {
+		return models.StepMemory{}, err
+	}
+	defer m.Close()
+	return m.Memory()
+}
+
 // trainPolicies trains one trainer per policy from the same seed on the
 // same batches, one step of each in turn.
 func trainPolicies(ctx context.Context, tc models.TrainConfig, data *models.Dataset, every int, opt lab.Options) ([]*policyRun, error) {
 	var runs []*policyRun
+	if tc.Model.Batch%2 == 0 {
+		tc.Streams = models.HalfBatches // each step as bench train runs it
+	}
 	for _, name := range precisionPolicies {
 		c := tc
 		var err error
@@ -144,7 +160,7 @@ func trainPolicies(ctx context.Context, tc models.TrainConfig, data *models.Data
 		if r.model, err = tr.Model(); err != nil {
 			return runs, err
 		}
-		if r.mem, err = r.model.Memory(); err != nil {
+		if r.mem, err = stepMemory(c, tr); err != nil {
 			return runs, err
 		}
 		if r.policy.Mixed() {

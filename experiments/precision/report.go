@@ -74,10 +74,11 @@ func precisionReport(cfg *precisionConfig, tc models.TrainConfig, runs []*policy
 	train.Note("Validation loss after the last step (mean over %d fixed batches, evaluated under the policy); "+
 		"skipped: steps whose gradients held an Inf or NaN, so no update was applied; grads flushed: of the nonzero "+
 		"gradient values the backward cast to 16 bits (counted in the graph at every cast, every %d steps), the share "+
-		"the cast made zero; step: median wall time of a training step (forward, backward, AdamW), conversions included.",
+		"the cast made zero; step: median wall time of a training step (forward, backward, AdamW), conversions included, "+
+		"run as bench train runs it: the batch's two halves on two streams where the batch is even.",
 		tc.EvalBatches, cfg.UnderflowEvery)
 
-	mem := r.AddTable("One training step as the arena plans it", reports.Text("policy"), reports.Bytes("saved activations"),
+	mem := r.AddTable("One training step as the arena plans it on one stream", reports.Text("policy"), reports.Bytes("saved activations"),
 		reports.Ratio("vs f32"), reports.Bytes("as run"), reports.Bytes("weight copies"), reports.Bytes("weights in all"),
 		reports.Bytes("step peak"), reports.Ratio("peak / f32"))
 	for _, run := range runs {
@@ -87,9 +88,10 @@ func precisionReport(cfg *precisionConfig, tc models.TrainConfig, runs []*policy
 	}
 	mem.Note("Saved activations: the values live as the backward starts that a backward op reads (the 16-bit copies; "+
 		"under a 16-bit policy the one float32 value among them is the cast up the first backward op reads, the "+
-		"logits'); as run: the same values' typed buffers in the arena the steps ran from. Weights in all: the float32 "+
+		"logits'); as run: the same values' typed buffers in the arena the step runs from. Weights in all: the float32 "+
 		"master (%s) plus the 16-bit copies the matrix products read, planned in the arena: more than float32 alone. "+
-		"AdamW's two float32 moments (%s) are the same under every policy. Step peak: the whole planned arena.",
+		"AdamW's two float32 moments (%s) are the same under every policy. Step peak: the whole planned arena. The "+
+		"halved step the timing runs plans each stream's buffers apart, a larger arena under every policy.",
 		reports.FormatBytes(float64(f32.mem.Master)), reports.FormatBytes(float64(2*f32.mem.Master)))
 	r.Metric("saved_activation_ratio", lab.Ratio(bf16.mem.Saved, f32.mem.Saved))
 	r.Metric("step_peak_ratio", lab.Ratio(bf16.mem.Peak, f32.mem.Peak))
