@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gptlab/internal/par"
 )
 
 func tinyTrainConfig(t testing.TB, iters int) TrainConfig {
@@ -194,5 +196,58 @@ func TestTrainConfigOptimizer(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(beta2 %v, grad-clip %v) = %v, want an error naming %s", tc.beta2, tc.clip, err, tc.want)
 		}
+	}
+}
+
+// TestTrainerStreams: a trainer with Streams set trains on the halved
+// step (its model on two streams where the pool has a worker), and its
+// losses agree with one stream's to float32 rounding of the halves' sums;
+// a halved step with a step schedule is refused.
+func TestTrainerStreams(t *testing.T) {
+	losses := func(s Streams) []float32 {
+		cfg := tinyTrainConfig(t, 4)
+		cfg.Streams = s
+		tr, err := NewTrainer(cfg, tinyCorpus(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		m, err := tr.Model()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, ok := m.StreamChoice(); (s == HalfBatches) != (ok && c.Chosen == 2) && par.Workers() > 0 {
+			t.Fatalf("streams %v: the model runs on %d streams", s, c.Chosen)
+		}
+		var out []float32
+		for range cfg.Iters {
+			l, err := tr.TrainStep()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	one, two := losses(OneStream), losses(HalfBatches)
+	for i := range one {
+		if d := math.Abs(float64(one[i] - two[i])); d > 1e-4 {
+			t.Errorf("step %d: loss %v on one stream, %v halved", i, one[i], two[i])
+		}
+	}
+	cfg := tinyTrainConfig(t, 1)
+	cfg.Streams = HalfBatches
+	s, err := CheckpointStepSchedule(cfg.Model, []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Steps = &s
+	tr, err := NewTrainer(cfg, tinyCorpus(t))
+	if err == nil {
+		_, err = tr.Model()
+		tr.Close()
+	}
+	if !errors.Is(err, ErrConfig) {
+		t.Errorf("a halved step with a schedule: %v, want ErrConfig", err)
 	}
 }
