@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -200,16 +201,24 @@ func (m *Model) WatchUnderflow(u *Underflow) error {
 	if len(casts)+len(trips) == 0 {
 		return fmt.Errorf("%w: the backward casts no gradient", ErrConfig)
 	}
+	// count adds one cast's figures to u; the casts of a program on two
+	// streams run on both, so the sums are taken under mu.
+	var mu sync.Mutex
 	count := func(x []float32, narrowed func(j int) uint16) {
-		u.Values += int64(len(x))
+		var nonzero, flushed int64
 		for j, v := range x {
 			if v != 0 {
-				u.Nonzero++
+				nonzero++
 				if narrowed(j)&0x7fff == 0 {
-					u.Flushed++
+					flushed++
 				}
 			}
 		}
+		mu.Lock()
+		u.Values += int64(len(x))
+		u.Nonzero += nonzero
+		u.Flushed += flushed
+		mu.Unlock()
 	}
 	if err := p.WhenRounding(trips, func(i int) {
 		if !u.Active {

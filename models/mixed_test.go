@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	G "gorgonia.org/gorgonia"
 
 	"gptlab/internal/bf16gemm"
+	"gptlab/internal/par"
 	"gptlab/planner/arena"
 	"gptlab/precision"
 )
@@ -269,6 +271,44 @@ func TestUnderflowCounted(t *testing.T) {
 	}
 	if err := m.WatchUnderflow(new(Underflow)); !errors.Is(err, ErrConfig) {
 		t.Errorf("WatchUnderflow on an f32 model: %v, want ErrConfig", err)
+	}
+}
+
+// TestUnderflowCountedOnTwoStreams: a halved step counts the same
+// underflow on its two streams as on one (the casts of both streams add
+// to one count), step after step; counted without a lock, the streams'
+// sums lost some of each other's.
+func TestUnderflowCountedOnTwoStreams(t *testing.T) {
+	if par.Workers() == 0 {
+		t.Skip("one CPU: no second stream")
+	}
+	p := tinyParams(t)
+	cfg := p.Config()
+	count := func(two bool) Underflow {
+		m, err := NewModel(cfg, p, cfg.Batch, cfg.Block, true, WithPrecision(policy(t, "fp16-noscale")), WithStreams(HalfBatches))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if !two {
+			if err := m.Arena().SetStreams(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u := Underflow{Active: true}
+		if err := m.WatchUnderflow(&u); err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			if _, err := m.Step(mixedBatch(cfg)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return u
+	}
+	one, two := count(false), count(true)
+	if one != two || one.Flushed == 0 {
+		t.Errorf("underflow on one stream %+v, on two %+v: want equal, some flushed", one, two)
 	}
 }
 
