@@ -158,15 +158,7 @@ func (ck CausalKernel) causal(kind CausalKind, o operands, r0 int, span func(i0,
 				}
 				continue
 			}
-			panel := &s.b[(j0/nr)*kp*nr+p0*2*nr]
-			if rows == mr && w == nr {
-				kern.tileA(pairs, a, lda, panel, &o.c[i0*o.ldc+j0], o.ldc)
-				continue
-			}
-			kern.tileA(pairs, a, lda, panel, &s.t[0], nr)
-			for i := range rows {
-				copy(o.c[(i0+i)*o.ldc+j0:][:w], s.t[i*nr:][:w])
-			}
+			kern.tileC(pairs, a, lda, &s.b[(j0/nr)*kp*nr+p0*2*nr], o, i0, j0, rows, s.t)
 		}
 	}
 }

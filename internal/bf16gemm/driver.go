@@ -171,15 +171,21 @@ func rowPanel(kern *kernel, o operands, bp []uint16, kp, pairs, i0 int, s *scrat
 		j0 = full * nr
 	}
 	for ; j0 < o.n; j0 += nr {
-		panel := &bp[(j0/nr)*kp*nr]
-		cols := min(nr, o.n-j0)
-		if rows == mr && cols == nr {
-			kern.tileA(pairs, a, lda, panel, &o.c[i0*o.ldc+j0], o.ldc)
-			continue
-		}
-		kern.tileA(pairs, a, lda, panel, &s.t[0], nr)
-		for i := range rows {
-			copy(o.c[(i0+i)*o.ldc+j0:][:cols], s.t[i*nr:][:cols])
-		}
+		kern.tileC(pairs, a, lda, &bp[(j0/nr)*kp*nr], o, i0, j0, rows, s.t)
+	}
+}
+
+// tileC computes C's tile at row i0, column j0 (rows rows, up to nr
+// columns) from A at a (tileA) and a B panel: in C where the tile is
+// whole, else in the edge tile t and copied.
+func (kern *kernel) tileC(pairs int, a *uint16, lda int, panel *uint16, o operands, i0, j0, rows int, t []float32) {
+	cols := min(kern.nr, o.n-j0)
+	if rows == kern.mr && cols == kern.nr {
+		kern.tileA(pairs, a, lda, panel, &o.c[i0*o.ldc+j0], o.ldc)
+		return
+	}
+	kern.tileA(pairs, a, lda, panel, &t[0], kern.nr)
+	for i := range rows {
+		copy(o.c[(i0+i)*o.ldc+j0:][:cols], t[i*kern.nr:][:cols])
 	}
 }
