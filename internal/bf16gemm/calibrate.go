@@ -128,28 +128,46 @@ var clock = func(p pathImpl, f func()) float64 {
 // calibrate times every candidate on key's shape and returns the choice.
 func calibrate(key shapeKey, cands []pathImpl) *Choice {
 	c := &Choice{ATrans: key.aT, BTrans: key.bT, M: key.m, N: key.n, K: key.k, Threads: key.threads}
-	calls := calibrationCalls(key, cands)
-	best := make([]float64, len(cands))
+	for _, p := range cands {
+		c.Paths = append(c.Paths, p.name)
+	}
+	c.Seconds, c.Rounds = timeRounds(cands, calibrationCalls(key, cands))
+	c.chosen = fastest(cands, c.Seconds)
+	c.Path = cands[c.chosen].name
+	return c
+}
+
+// timeRounds times calls[i], candidate i's call, after one warm call each
+// (panels, pools, caches): interleaved rounds, at least minRounds, more
+// until calBudget is spent or maxRounds. It returns each candidate's best
+// time and the rounds.
+func timeRounds(cands []pathImpl, calls []func()) (best []float64, rounds int) {
+	best = make([]float64, len(cands))
 	for i := range best {
 		best[i] = math.Inf(1)
-		c.Paths = append(c.Paths, cands[i].name)
-		calls[i]() // warm: panels, pools, caches
+		calls[i]()
 	}
 	t0 := time.Now()
-	for c.Rounds < maxRounds && (c.Rounds < minRounds || time.Since(t0) < calBudget) {
+	for rounds < maxRounds && (rounds < minRounds || time.Since(t0) < calBudget) {
 		for i, p := range cands {
 			best[i] = min(best[i], clock(p, calls[i]))
 		}
-		c.Rounds++
+		rounds++
 	}
-	c.Seconds = best
+	return best, rounds
+}
+
+// fastest is the candidate chosen from their best times: the fastest
+// hardware path that beats widen (candidate 0) by more than margin, else
+// widen.
+func fastest(cands []pathImpl, best []float64) int {
+	chosen := 0
 	for i := range cands {
-		if cands[i].kern != nil && best[i] < (1-margin)*best[0] && best[i] < best[c.chosen] {
-			c.chosen = i
+		if cands[i].kern != nil && best[i] < (1-margin)*best[0] && best[i] < best[chosen] {
+			chosen = i
 		}
 	}
-	c.Path = cands[c.chosen].name
-	return c
+	return chosen
 }
 
 // calibrationCalls are key's product on each candidate path, on bf16

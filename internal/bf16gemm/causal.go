@@ -2,11 +2,9 @@ package bf16gemm
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"gonum.org/v1/gonum/blas"
 
@@ -273,22 +271,9 @@ func calibrateCausal(key causalKey, dot pathImpl) *CausalChoice {
 		}
 		return func() { ck.LowerLtB(t, d, sq, max(t, d), td, d, out, d) }
 	}
-	calls := []func(){call(CausalKernel{}), call(CausalKernel{dot.kern})}
-	best := []float64{math.Inf(1), math.Inf(1)}
-	for _, f := range calls {
-		f() // warm
-	}
-	t0 := time.Now()
-	for c.Rounds < maxRounds && (c.Rounds < minRounds || time.Since(t0) < calBudget) {
-		for i, f := range calls {
-			best[i] = min(best[i], clock([]pathImpl{{"widen", nil}, dot}[i], f))
-		}
-		c.Rounds++
-	}
-	c.Seconds, c.Path = best, "widen"
-	if best[1] < (1-margin)*best[0] {
-		c.Path = dot.name
-	}
+	cands := []pathImpl{{"widen", nil}, dot}
+	c.Seconds, c.Rounds = timeRounds(cands, []func(){call(CausalKernel{}), call(CausalKernel{dot.kern})})
+	c.Path = cands[fastest(cands, c.Seconds)].name
 	return c
 }
 
